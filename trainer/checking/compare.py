@@ -1,0 +1,78 @@
+"""Compare a learner's tensor with the expected one and say how it differs, in words.
+
+Attributes come first (type, shape, dtype, device), then values: the largest
+error, where it is, expected vs got and the tolerance allowed.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from trainer.spec import Tolerance
+
+# Kept before any learner code runs, so a patched torch cannot change a verdict.
+_isnan = torch.isnan
+_where = torch.where
+_argmax = torch.argmax
+_unravel = torch.unravel_index
+_full_like = torch.full_like
+
+
+def shape_text(shape: torch.Size | tuple[int, ...]) -> str:
+    dims = ", ".join(str(d) for d in shape)
+    return f"({dims},)" if len(shape) == 1 else f"({dims})"
+
+
+def describe_value(value: object) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"a tensor of shape {shape_text(value.shape)}"
+    if value is None:
+        return "None"
+    if isinstance(value, tuple | list):
+        return f"a {type(value).__name__} of {len(value)} values"
+    return f"a {type(value).__module__}.{type(value).__name__}".replace("builtins.", "")
+
+
+def _number(value: float) -> str:
+    return f"{value:.6g}"
+
+
+def compare_tensor(what: str, expected: torch.Tensor, got: object, tolerance: Tolerance) -> str | None:
+    """None when ``got`` matches ``expected``; otherwise one sentence saying how it differs."""
+    if not isinstance(got, torch.Tensor):
+        return f"{what} is {describe_value(got)}, not a tensor"
+    if got.shape != expected.shape:
+        return (
+            f"{what} has shape {shape_text(got.shape)} but should have shape "
+            f"{shape_text(expected.shape)}"
+        )
+    if got.dtype != expected.dtype:
+        return f"{what} has dtype {got.dtype} but should have {expected.dtype}"
+    if got.device != expected.device:
+        return f"{what} is on {got.device} but should be on {expected.device}"
+    if got.numel() == 0:
+        return None
+    got_values = got.detach().to(torch.float64)
+    want = expected.detach().to(torch.float64)
+    error = (got_values - want).abs()
+    allowed = tolerance.atol + tolerance.rtol * want.abs()
+    nan_mismatch = _isnan(got_values) != _isnan(want)
+    both_nan = _isnan(got_values) & _isnan(want)
+    infinite_equal = (got_values == want) & got_values.isinf()
+    excess = _where(both_nan | infinite_equal, _full_like(error, -1.0), error - allowed)
+    excess = _where(nan_mismatch | _isnan(excess), _full_like(error, float("inf")), excess)
+    bad = excess > 0
+    if not bool(bad.any()):
+        return None
+    flat_index = int(_argmax(excess.reshape(-1)))
+    index = tuple(int(i) for i in _unravel(torch.tensor(flat_index), got.shape))
+    where = "[" + ", ".join(map(str, index)) + "]"
+    count = int(bad.sum())
+    exp_value = float(want[index])
+    got_value = float(got_values[index])
+    return (
+        f"{what} is wrong at {count} of {got.numel()} element{'s' * (got.numel() != 1)}; "
+        f"largest error {_number(abs(got_value - exp_value))} at {where}: "
+        f"expected {_number(exp_value)}, got {_number(got_value)} "
+        f"(allowed {tolerance.atol:g} + {tolerance.rtol:g}·|expected|)"
+    )

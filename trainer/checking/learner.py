@@ -1,0 +1,206 @@
+"""Load a learner's scratch file and check the structure of its Function class.
+
+Runs in the checking child only. Every problem becomes a :class:`LearnerProblem`
+whose message names what is missing or where the error is, in the learner's
+own file, with frames of the checker and of torch cut away.
+"""
+
+from __future__ import annotations
+
+import difflib
+import inspect
+import sys
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType, TracebackType
+from typing import Any
+
+import torch
+
+from trainer.spec import Exercise
+
+LEARNER_MODULE = "learner_solution"
+
+
+class LearnerProblem(Exception):
+    """The learner's code is not right; ``message`` says what, ``details`` shows where."""
+
+    def __init__(self, message: str, details: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or []
+
+
+@dataclass
+class LoadedSolution:
+    module: ModuleType
+    function_class: type[torch.autograd.Function]
+    notes: list[str] = field(default_factory=list)
+
+
+def learner_traceback(error: BaseException, path: Path) -> list[str]:
+    """The traceback lines that point into the learner's file, innermost last."""
+    lines: list[str] = []
+    frames = traceback.extract_tb(error.__traceback__)
+    for frame in frames:
+        if Path(frame.filename) == path:
+            lines.append(f"{path.name}, line {frame.lineno}, in {frame.name}")
+            if frame.line:
+                lines.append(f"    {frame.line.strip()}")
+    return lines
+
+
+def describe_exception(error: BaseException) -> str:
+    text = str(error).strip()
+    first = text.splitlines()[0] if text else ""
+    name = type(error).__name__
+    return f"{name}: {first}" if first else name
+
+
+def raised_in(error: BaseException, path: Path, function: str) -> bool:
+    """True when the innermost frame of the learner's file is ``function``."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if Path(f.filename) == path]
+    return bool(frames) and frames[-1].name == function
+
+
+def _syntax_problem(error: SyntaxError, path: Path) -> LearnerProblem:
+    details = []
+    if error.text:
+        line = error.text.rstrip("\n")
+        stripped = line.lstrip()
+        details.append(f"    {stripped}")
+        if error.offset:
+            caret = max(error.offset - (len(line) - len(stripped)) - 1, 0)
+            details.append("    " + " " * caret + "^")
+    return LearnerProblem(
+        f"{type(error).__name__} in {path.name}, line {error.lineno}: {error.msg}", details
+    )
+
+
+def import_source(source: str, path: Path) -> ModuleType:
+    """Execute the learner's source as a module named after nothing of ours."""
+    source = source.replace("\r\n", "\n").replace("\r", "\n")
+    if not source.strip():
+        raise LearnerProblem(
+            f"{path.name} is empty. Run `trainer start --force` to get the stub back "
+            "(your file is backed up first)."
+        )
+    try:
+        code = compile(source, str(path), "exec", dont_inherit=True)
+    except SyntaxError as error:
+        raise _syntax_problem(error, path) from None
+    except ValueError as error:  # e.g. source with NUL bytes
+        raise LearnerProblem(f"{path.name} cannot be compiled: {error}") from None
+
+    module = ModuleType(LEARNER_MODULE)
+    module.__file__ = str(path)
+    sys.modules[LEARNER_MODULE] = module
+    # A learner may keep helpers next to the scratch file.
+    sys.path.insert(0, str(path.parent))
+    try:
+        exec(code, module.__dict__)
+    except SystemExit as error:
+        raise LearnerProblem(
+            f"{path.name} called sys.exit({error.code!r}) while being imported. "
+            "A scratch file should only define the class: move demo code under "
+            "`if __name__ == \"__main__\":`.",
+            learner_traceback(error, path),
+        ) from None
+    except RecursionError as error:
+        raise LearnerProblem(
+            f"{path.name} recursed too deeply while being imported.",
+            learner_traceback(error, path)[-4:],
+        ) from None
+    except BaseException as error:  # the learner's code may raise anything
+        raise LearnerProblem(
+            f"importing {path.name} raised {describe_exception(error)}",
+            learner_traceback(error, path),
+        ) from None
+    return module
+
+
+def _user_attribute(klass: type, name: str) -> Any:
+    """``name`` as defined by the learner's class or its own bases, not by torch."""
+    for base in klass.__mro__:
+        if base.__module__.startswith("torch"):
+            return None
+        if name in vars(base):
+            return vars(base)[name]
+    return None
+
+
+def _positional_count(function: Any) -> tuple[int, bool]:
+    signature = inspect.signature(function)
+    count = 0
+    variadic = False
+    for parameter in signature.parameters.values():
+        if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+            count += 1
+        elif parameter.kind is parameter.VAR_POSITIONAL:
+            variadic = True
+    return count, variadic
+
+
+def _check_arity(
+    exercise: Exercise, class_name: str, method: str, function: Any, expected: list[str]
+) -> None:
+    count, variadic = _positional_count(function)
+    if count == len(expected) or (variadic and count <= len(expected)):
+        return
+    wanted = ", ".join(expected)
+    raise LearnerProblem(
+        f"`{class_name}.{method}` takes {count} positional parameter{'s' * (count != 1)} "
+        f"but must take {len(expected)}: ({wanted})."
+    )
+
+
+def find_function_class(module: ModuleType, exercise: Exercise, path: Path) -> LoadedSolution:
+    name = exercise.class_name
+    candidate = vars(module).get(name)
+    if candidate is None:
+        classes = [
+            key
+            for key, value in vars(module).items()
+            if isinstance(value, type) and value.__module__ == LEARNER_MODULE
+        ]
+        functions = [
+            key for key in classes if issubclass(vars(module)[key], torch.autograd.Function)
+        ]
+        shown = functions or classes
+        found = ", ".join(f"`{c}`" for c in shown) if shown else "no classes"
+        close = difflib.get_close_matches(name, classes, n=1)
+        advice = f" Rename `{close[0]}` to `{name}`." if close else ""
+        raise LearnerProblem(f"no class `{name}` in {path.name}; found: {found}.{advice}")
+    if not isinstance(candidate, type):
+        raise LearnerProblem(f"`{name}` in {path.name} is a {type(candidate).__name__}, not a class.")
+    if not issubclass(candidate, torch.autograd.Function):
+        raise LearnerProblem(
+            f"`{name}` does not subclass torch.autograd.Function. "
+            f"Declare it as `class {name}(torch.autograd.Function):`."
+        )
+    if _user_attribute(candidate, "apply") is not None:
+        raise LearnerProblem(
+            f"`{name}` overrides `apply`. Autograd's own `apply` must run your forward and "
+            "record your backward; remove the override."
+        )
+
+    uses_setup_context = _user_attribute(candidate, "setup_context") is not None
+    params = list(exercise.param_names)
+    grads = [f"grad_{i}" for i in range(exercise.outputs)] if exercise.outputs > 1 else ["grad_output"]
+    expected = {"forward": params if uses_setup_context else ["ctx", *params], "backward": ["ctx", *grads]}
+    for method in ("forward", "backward"):
+        raw = _user_attribute(candidate, method)
+        if raw is None:
+            raise LearnerProblem(f"`{name}` has no `{method}` method. Define it as a @staticmethod.")
+        if not isinstance(raw, staticmethod):
+            raise LearnerProblem(
+                f"`{name}.{method}` must be a @staticmethod: autograd calls "
+                f"`{name}.{method}(ctx, ...)` without an instance."
+            )
+        _check_arity(exercise, name, method, raw.__func__, expected[method])
+    return LoadedSolution(module=module, function_class=candidate)
+
+
+def learner_frames_only(tb: TracebackType | None, path: Path) -> bool:
+    return any(Path(f.filename) == path for f in traceback.extract_tb(tb))

@@ -1,0 +1,163 @@
+"""Inputs, upstream gradients and reference results, computed before any learner code runs.
+
+Everything the learner's results are compared with is computed here, while
+torch is known to be untouched; the stages then only call the learner's code
+and compare.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from trainer.spec import Case, CaseValue, Exercise, ScalarParam, TensorParam, Tolerance
+
+DTYPES = (torch.float32, torch.float64)
+DTYPE_NAMES = {torch.float32: "float32", torch.float64: "float64"}
+
+
+@dataclass(frozen=True)
+class Run:
+    """One call of the function: a case in one dtype, with what it should produce."""
+
+    case: Case
+    dtype: torch.dtype
+    params: tuple[TensorParam | ScalarParam, ...]
+    args: tuple[object, ...]  # pristine, never handed to the learner
+    expected_outputs: tuple[torch.Tensor, ...]
+    upstream: tuple[torch.Tensor, ...]  # random, never all ones
+    expected_grads: dict[str, torch.Tensor]
+    tolerance: Tolerance
+
+    @property
+    def label(self) -> str:
+        return f"{self.case.describe()} in {DTYPE_NAMES[self.dtype]}"
+
+    def fresh_args(self) -> list[object]:
+        """Copies of the inputs for one learner call, so in-place edits stay local."""
+        fresh: list[object] = []
+        for param, value in zip(self.params, self.args, strict=True):
+            if isinstance(param, TensorParam) and isinstance(value, torch.Tensor):
+                fresh.append(value.detach().clone().requires_grad_(param.requires_grad))
+            else:
+                fresh.append(value)
+        return fresh
+
+    def grad_names(self) -> list[str]:
+        return [p.name for p in self.params if isinstance(p, TensorParam) and p.requires_grad]
+
+
+@dataclass(frozen=True)
+class Plan:
+    runs: tuple[Run, ...]
+
+    @property
+    def gradcheck_runs(self) -> tuple[Run, ...]:
+        return tuple(r for r in self.runs if r.dtype == torch.float64)
+
+
+def _kink_margin(param: TensorParam) -> float:
+    # Far larger than gradcheck's eps and float32 rounding, small enough to keep
+    # the distribution of inputs close to uniform.
+    return max(1e-2 * (param.high - param.low), 1e-3)
+
+
+def _kink_points(param: TensorParam, scalars: dict[str, CaseValue]) -> list[float]:
+    env = {"math": math, "__builtins__": {}}
+    return [float(eval(expr, env, dict(scalars))) for expr in param.kinks]
+
+
+def make_tensor(
+    param: TensorParam,
+    shape: Sequence[int],
+    scalars: dict[str, CaseValue],
+    generator: torch.Generator,
+) -> torch.Tensor:
+    """Uniform values in [low, high], moved away from the declared kinks."""
+    values = torch.empty(tuple(shape), dtype=torch.float64)
+    values.uniform_(param.low, param.high, generator=generator)
+    margin = _kink_margin(param)
+    for kink in _kink_points(param, scalars):
+        distance = values - kink
+        near = distance.abs() < margin
+        direction = torch.where(distance >= 0, 1.0, -1.0).to(values.dtype)
+        values = torch.where(near, kink + direction * 2 * margin, values)
+    return values
+
+
+def evaluate_reference(exercise: Exercise, args: Sequence[object]) -> tuple[torch.Tensor, ...]:
+    env = {"torch": torch, "F": F, "math": math, "__builtins__": builtins}
+    local = dict(zip(exercise.param_names, args, strict=True))
+    result = eval(exercise.reference, env, local)
+    outputs = tuple(result) if isinstance(result, tuple | list) else (result,)
+    if len(outputs) != exercise.outputs:
+        raise ValueError(
+            f"{exercise.source}: reference gives {len(outputs)} outputs, spec says {exercise.outputs}"
+        )
+    return outputs
+
+
+def build_plan(exercise: Exercise, seed: int) -> Plan:
+    generator = torch.Generator().manual_seed(seed)
+    runs: list[Run] = []
+    for case in exercise.cases:
+        scalars = {
+            p.name: case.values[p.name] for p in exercise.parameters if isinstance(p, ScalarParam)
+        }
+        base: list[object] = []
+        for param in exercise.parameters:
+            value = case.values[param.name]
+            if isinstance(param, TensorParam):
+                assert isinstance(value, tuple)
+                base.append(make_tensor(param, value, scalars, generator))
+            else:
+                base.append(value)
+        for dtype in DTYPES:
+            args = tuple(a.to(dtype) if isinstance(a, torch.Tensor) else a for a in base)
+            runs.append(_run(exercise, case, dtype, args, generator))
+    return Plan(runs=tuple(runs))
+
+
+def _run(
+    exercise: Exercise,
+    case: Case,
+    dtype: torch.dtype,
+    args: tuple[object, ...],
+    generator: torch.Generator,
+) -> Run:
+    live = [
+        a.detach().clone().requires_grad_(p.requires_grad)
+        if isinstance(p, TensorParam) and isinstance(a, torch.Tensor)
+        else a
+        for p, a in zip(exercise.parameters, args, strict=True)
+    ]
+    outputs = evaluate_reference(exercise, live)
+    upstream = tuple(
+        torch.randn(o.shape, dtype=torch.float64, generator=generator).to(o.dtype) for o in outputs
+    )
+    names = [p.name for p in exercise.parameters if isinstance(p, TensorParam) and p.requires_grad]
+    wanting = [a for a, p in zip(live, exercise.parameters, strict=True) if p.name in names]
+    grads = torch.autograd.grad(
+        outputs, [w for w in wanting if isinstance(w, torch.Tensor)], upstream, allow_unused=True
+    )
+    expected_grads = {
+        name: (g if g is not None else torch.zeros_like(w)).detach()
+        for name, g, w in zip(names, grads, wanting, strict=True)
+        if isinstance(w, torch.Tensor)
+    }
+    tolerance = exercise.tolerances.float32 if dtype == torch.float32 else exercise.tolerances.float64
+    return Run(
+        case=case,
+        dtype=dtype,
+        params=exercise.parameters,
+        args=tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args),
+        expected_outputs=tuple(o.detach() for o in outputs),
+        upstream=upstream,
+        expected_grads=expected_grads,
+        tolerance=tolerance,
+    )

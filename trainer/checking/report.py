@@ -1,0 +1,64 @@
+"""What a check found: plain data shared by the child, the runner and the CLI.
+
+No torch here: the parent process builds and renders reports without it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+STAGE_TITLES = {
+    "load": "Load and structure",
+    "forward": "Forward parity",
+    "backward": "Backward parity",
+    "gradcheck": "gradcheck (float64)",
+}
+
+
+class Verdict(str, Enum):
+    PASS = "pass"
+    FAIL = "fail"
+    SKIP = "skip"
+
+
+@dataclass
+class StageResult:
+    id: str
+    verdict: Verdict
+    message: str
+    details: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def title(self) -> str:
+        return STAGE_TITLES.get(self.id, self.id)
+
+
+@dataclass
+class CheckReport:
+    exercise: str
+    file: str
+    file_sha256: str
+    seed: int
+    stages: list[StageResult]
+    seconds: float = 0.0
+    # The tail of what the learner's code printed, shown when a stage fails.
+    output: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.stages) and all(s.verdict is Verdict.PASS for s in self.stages)
+
+    @property
+    def first_failure(self) -> StageResult | None:
+        return next((s for s in self.stages if s.verdict is Verdict.FAIL), None)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["passed"] = self.passed
+        data["stages"] = [
+            {**asdict(s), "title": s.title, "verdict": s.verdict.value} for s in self.stages
+        ]
+        return data

@@ -1,0 +1,40 @@
+"""Expected failures and the exit codes they map to.
+
+A learner's wrong code is a *verdict* (exit 1), never an exception here. These
+types are for problems a user can fix: an unknown exercise, a missing file, a
+broken spec. The CLI catches ``TrainerError`` once and prints its message
+without a traceback.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    CHECKS_FAILED = 1
+    USAGE = 2
+    INTERRUPTED = 130
+
+
+class TrainerError(Exception):
+    """A problem the user can fix; the message ends with what to do next."""
+
+    exit_code: ExitCode = ExitCode.USAGE
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class SpecError(TrainerError):
+    """An exercise spec is malformed. The message names the file and the field."""
+
+
+class UnknownExerciseError(TrainerError):
+    """No exercise has the requested id."""
+
+
+class WorkspaceError(TrainerError):
+    """The workspace or a scratch file cannot be used."""

@@ -1,0 +1,451 @@
+"""Exercise specs: YAML files loaded into typed, validated objects.
+
+Every problem is reported as ``<file>: <field path>: <what is wrong>`` so that an
+author can fix it without reading a traceback. The format is documented in
+``docs/spec-format.md``; keep the two in step.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, TypeVar, cast
+
+import yaml
+
+from trainer.errors import SpecError
+
+FORMAT_VERSION = 1
+DIFFICULTIES = ("easy", "medium", "hard")
+STAGE_IDS = ("load", "forward", "backward", "gradcheck")
+SCALAR_KINDS = ("float", "int", "bool")
+ID_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+ScalarKind = Literal["float", "int", "bool"]
+ScalarValue = float | int | bool
+CaseValue = tuple[int, ...] | ScalarValue
+
+
+@dataclass(frozen=True)
+class TensorParam:
+    """A tensor argument of ``forward``, filled with uniform values in [low, high]."""
+
+    name: str
+    low: float
+    high: float
+    requires_grad: bool = True
+    # Points where the function has a kink, as expressions over the scalar
+    # arguments (e.g. "clip_val"). Random values are kept away from them.
+    kinks: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ScalarParam:
+    """A non-tensor argument of ``forward`` (a Python float, int or bool)."""
+
+    name: str
+    kind: ScalarKind
+
+
+Param = TensorParam | ScalarParam
+
+
+@dataclass(frozen=True)
+class Case:
+    """One concrete call: a shape for every tensor argument, a value for every scalar one."""
+
+    values: Mapping[str, CaseValue]
+
+    def describe(self) -> str:
+        parts = []
+        for name, value in self.values.items():
+            if isinstance(value, tuple):
+                parts.append(f"{name}: ({', '.join(map(str, value))}{',' if len(value) == 1 else ''})")
+            else:
+                parts.append(f"{name}={value}")
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class QuizQuestion:
+    question: str
+    choices: tuple[str, ...]
+    answer: int  # 1-based, the number a learner types
+    explanation: str
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    rtol: float
+    atol: float
+
+
+@dataclass(frozen=True)
+class Tolerances:
+    float32: Tolerance = Tolerance(rtol=1e-5, atol=1e-6)
+    float64: Tolerance = Tolerance(rtol=1e-7, atol=1e-10)
+    gradcheck_eps: float = 1e-6
+    gradcheck_atol: float = 1e-5
+    gradcheck_rtol: float = 1e-3
+
+
+@dataclass(frozen=True)
+class WrongVariant:
+    """A known-wrong solution that the checker must reject at ``fails_at``."""
+
+    file: str  # relative to solutions/wrong/<exercise id>/
+    fails_at: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Exercise:
+    format_version: int
+    id: str
+    title: str
+    difficulty: str
+    class_name: str
+    statement: str
+    parameters: tuple[Param, ...]
+    outputs: int
+    reference: str
+    cases: tuple[Case, ...]
+    stub: str
+    hints: tuple[str, ...]
+    quiz: tuple[QuizQuestion, ...]
+    tolerances: Tolerances
+    wrong_variants: tuple[WrongVariant, ...] = ()
+    notes: str = ""
+    source: Path = field(default=Path("<memory>"), compare=False)
+
+    @property
+    def tensor_params(self) -> tuple[TensorParam, ...]:
+        return tuple(p for p in self.parameters if isinstance(p, TensorParam))
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.parameters)
+
+
+T = TypeVar("T")
+
+
+class _Node:
+    """A value inside a spec together with where it came from, for error messages."""
+
+    def __init__(self, value: object, file: str, path: str) -> None:
+        self.value = value
+        self.file = file
+        self.path = path
+
+    def fail(self, message: str) -> SpecError:
+        where = f"{self.file}: {self.path}" if self.path else self.file
+        return SpecError(f"{where}: {message}")
+
+    def child(self, key: str | int) -> _Node:
+        if isinstance(key, int):
+            path = f"{self.path}[{key}]"
+        else:
+            path = f"{self.path}.{key}" if self.path else key
+        container = self.value
+        if isinstance(key, int):
+            return _Node(cast(Sequence[object], container)[key], self.file, path)
+        return _Node(cast(Mapping[str, object], container).get(key), self.file, path)
+
+    def mapping(self, required: Sequence[str], optional: Sequence[str] = ()) -> _Node:
+        if not isinstance(self.value, dict):
+            raise self.fail(f"expected a mapping, got {_describe(self.value)}")
+        for key in self.value:
+            if not isinstance(key, str):
+                raise self.fail(f"keys must be text, got {key!r}")
+        for key in required:
+            if key not in self.value:
+                raise self.child(key).fail("is required but missing")
+        unknown = sorted(set(self.value) - set(required) - set(optional))
+        if unknown:
+            known = ", ".join(sorted([*required, *optional]))
+            raise self.child(unknown[0]).fail(f"is not a known field (known: {known})")
+        return self
+
+    def has(self, key: str) -> bool:
+        return isinstance(self.value, dict) and key in self.value
+
+    def items(self, min_items: int = 0) -> list[_Node]:
+        if not isinstance(self.value, list):
+            raise self.fail(f"expected a list, got {_describe(self.value)}")
+        if len(self.value) < min_items:
+            raise self.fail(f"needs at least {min_items} entries, has {len(self.value)}")
+        return [self.child(i) for i in range(len(self.value))]
+
+    def text(self, pattern: re.Pattern[str] | None = None, what: str = "") -> str:
+        if not isinstance(self.value, str):
+            raise self.fail(f"expected text, got {_describe(self.value)}")
+        if not self.value.strip():
+            raise self.fail("must not be empty")
+        if pattern is not None and not pattern.match(self.value):
+            raise self.fail(f"{self.value!r} is not {what}")
+        return self.value
+
+    def integer(self, minimum: int | None = None) -> int:
+        if isinstance(self.value, bool) or not isinstance(self.value, int):
+            raise self.fail(f"expected a whole number, got {_describe(self.value)}")
+        if minimum is not None and self.value < minimum:
+            raise self.fail(f"{self.value} is below the minimum {minimum}")
+        return self.value
+
+    def number(self, positive: bool = False) -> float:
+        if isinstance(self.value, bool) or not isinstance(self.value, int | float):
+            raise self.fail(f"expected a number, got {_describe(self.value)}")
+        value = float(self.value)
+        if not math.isfinite(value):
+            raise self.fail(f"{self.value} is not a finite number")
+        if positive and value <= 0:
+            raise self.fail(f"{self.value} must be greater than 0")
+        return value
+
+    def boolean(self) -> bool:
+        if not isinstance(self.value, bool):
+            raise self.fail(f"expected true or false, got {_describe(self.value)}")
+        return self.value
+
+    def choice(self, options: Sequence[str]) -> str:
+        value = self.text()
+        if value not in options:
+            raise self.fail(f"{value!r} is not one of: {', '.join(options)}")
+        return value
+
+    def optional(self, key: str, read: Callable[[_Node], T], default: T) -> T:
+        return read(self.child(key)) if self.has(key) else default
+
+
+def _describe(value: object) -> str:
+    if value is None:
+        return "nothing (null)"
+    text = repr(value)
+    if len(text) > 40:
+        text = text[:37] + "..."
+    return f"{type(value).__name__} {text}"
+
+
+def _python_expression(node: _Node) -> str:
+    source = node.text()
+    try:
+        compile(source, f"{node.file}: {node.path}", "eval")
+    except SyntaxError as error:
+        raise node.fail(f"is not a valid Python expression: {error.msg}") from None
+    return source
+
+
+def _python_module(node: _Node) -> str:
+    source = node.text()
+    try:
+        compile(source, f"{node.file}: {node.path}", "exec")
+    except SyntaxError as error:
+        raise node.fail(f"line {error.lineno}: {error.msg}") from None
+    return source
+
+
+def _parameter(node: _Node) -> Param:
+    node.mapping(["name", "type"], ["low", "high", "requires_grad", "kinks"])
+    name = node.child("name").text(IDENTIFIER, "a Python identifier")
+    kind = node.child("type").choice(("tensor", *SCALAR_KINDS))
+    if kind != "tensor":
+        for key in ("low", "high", "requires_grad", "kinks"):
+            if node.has(key):
+                raise node.child(key).fail(f"only applies to tensors, and {name} is a {kind}")
+        return ScalarParam(name=name, kind=cast(ScalarKind, kind))
+    low = node.optional("low", _Node.number, -1.0)
+    high = node.optional("high", _Node.number, 1.0)
+    if low >= high:
+        raise node.child("high").fail(f"{high} must be greater than low ({low})")
+    kinks = node.optional(
+        "kinks", lambda n: tuple(_python_expression(k) for k in n.items()), cast(tuple[str, ...], ())
+    )
+    return TensorParam(
+        name=name,
+        low=low,
+        high=high,
+        requires_grad=node.optional("requires_grad", _Node.boolean, True),
+        kinks=kinks,
+    )
+
+
+def _case(node: _Node, params: Sequence[Param]) -> Case:
+    node.mapping([p.name for p in params])
+    values: dict[str, CaseValue] = {}
+    for param in params:
+        item = node.child(param.name)
+        if isinstance(param, TensorParam):
+            dims = item.items(min_items=0)
+            shape = tuple(d.integer(minimum=1) for d in dims)
+            if math.prod(shape) > 100_000:
+                raise item.fail(f"{math.prod(shape)} elements is too many for a check (at most 100000)")
+            values[param.name] = shape
+        elif param.kind == "float":
+            values[param.name] = item.number()
+        elif param.kind == "int":
+            values[param.name] = item.integer()
+        else:
+            values[param.name] = item.boolean()
+    return Case(values=values)
+
+
+def _question(node: _Node) -> QuizQuestion:
+    node.mapping(["question", "choices", "answer", "explanation"])
+    choices = tuple(c.text() for c in node.child("choices").items(min_items=2))
+    answer_node = node.child("answer")
+    answer = answer_node.integer()
+    if not 1 <= answer <= len(choices):
+        raise answer_node.fail(
+            f"{answer} is out of range ({len(choices)} choices; answers count from 1)"
+        )
+    return QuizQuestion(
+        question=node.child("question").text(),
+        choices=choices,
+        answer=answer,
+        explanation=node.child("explanation").text(),
+    )
+
+
+def _tolerance(node: _Node, default: Tolerance) -> Tolerance:
+    node.mapping([], ["rtol", "atol"])
+    return Tolerance(
+        rtol=node.optional("rtol", lambda n: n.number(positive=True), default.rtol),
+        atol=node.optional("atol", lambda n: n.number(positive=True), default.atol),
+    )
+
+
+def _tolerances(node: _Node) -> Tolerances:
+    defaults = Tolerances()
+    node.mapping([], ["float32", "float64", "gradcheck"])
+    gradcheck = node.child("gradcheck")
+    if node.has("gradcheck"):
+        gradcheck.mapping([], ["eps", "atol", "rtol"])
+
+    def grad_number(key: str, default: float) -> float:
+        return gradcheck.optional(key, lambda n: n.number(positive=True), default)
+
+    return Tolerances(
+        float32=node.optional("float32", lambda n: _tolerance(n, defaults.float32), defaults.float32),
+        float64=node.optional("float64", lambda n: _tolerance(n, defaults.float64), defaults.float64),
+        gradcheck_eps=grad_number("eps", defaults.gradcheck_eps),
+        gradcheck_atol=grad_number("atol", defaults.gradcheck_atol),
+        gradcheck_rtol=grad_number("rtol", defaults.gradcheck_rtol),
+    )
+
+
+def _wrong_variant(node: _Node) -> WrongVariant:
+    node.mapping(["file", "fails_at", "why"])
+    file = node.child("file").text(re.compile(r"^[A-Za-z0-9_\-]+\.py$"), "a file name like name.py")
+    return WrongVariant(
+        file=file,
+        fails_at=node.child("fails_at").choice(STAGE_IDS),
+        why=node.child("why").text(),
+    )
+
+
+_FIELDS_REQUIRED = (
+    "format_version",
+    "id",
+    "title",
+    "difficulty",
+    "class_name",
+    "statement",
+    "parameters",
+    "reference",
+    "cases",
+    "stub",
+    "hints",
+    "quiz",
+    "tolerances",
+)
+_FIELDS_OPTIONAL = ("outputs", "wrong_variants", "notes")
+
+
+def exercise_from_mapping(data: object, file: str, source: Path | None = None) -> Exercise:
+    """Validate ``data`` (a parsed YAML document) into an :class:`Exercise`."""
+    root = _Node(data, file, "")
+    if isinstance(data, dict) and "format_version" in data:
+        version = root.child("format_version").integer(minimum=1)
+        if version > FORMAT_VERSION:
+            raise root.child("format_version").fail(
+                f"{version} is newer than this trainer understands ({FORMAT_VERSION}); "
+                "upgrade the trainer to use this exercise"
+            )
+    root.mapping(_FIELDS_REQUIRED, _FIELDS_OPTIONAL)
+    version = root.child("format_version").integer(minimum=1)
+
+    params_node = root.child("parameters")
+    params = tuple(_parameter(p) for p in params_node.items(min_items=1))
+    names = [p.name for p in params]
+    for index, name in enumerate(names):
+        if name in names[:index]:
+            raise params_node.child(index).child("name").fail(f"{name!r} is used twice")
+        if name in ("ctx", "torch", "F", "math"):
+            raise params_node.child(index).child("name").fail(f"{name!r} is a reserved name")
+    if not any(isinstance(p, TensorParam) and p.requires_grad for p in params):
+        raise params_node.fail("needs at least one tensor that requires grad")
+
+    hints = tuple(h.text() for h in root.child("hints").items(min_items=3))
+    quiz = tuple(_question(q) for q in root.child("quiz").items(min_items=3))
+    exercise_id = root.child("id").text(ID_PATTERN, "an id (lower case letters, digits, _)")
+    expected_name = Path(file).stem
+    if source is not None and exercise_id != expected_name:
+        raise root.child("id").fail(f"{exercise_id!r} must match the file name ({expected_name!r})")
+
+    return Exercise(
+        format_version=version,
+        id=exercise_id,
+        title=root.child("title").text(),
+        difficulty=root.child("difficulty").choice(DIFFICULTIES),
+        class_name=root.child("class_name").text(IDENTIFIER, "a Python class name"),
+        statement=root.child("statement").text(),
+        parameters=params,
+        outputs=root.optional("outputs", lambda n: n.integer(minimum=1), 1),
+        reference=_python_expression(root.child("reference")),
+        cases=tuple(_case(c, params) for c in root.child("cases").items(min_items=1)),
+        stub=_python_module(root.child("stub")),
+        hints=hints,
+        quiz=quiz,
+        tolerances=_tolerances(root.child("tolerances")),
+        wrong_variants=root.optional(
+            "wrong_variants",
+            lambda n: tuple(_wrong_variant(v) for v in n.items()),
+            cast(tuple[WrongVariant, ...], ()),
+        ),
+        notes=root.optional("notes", _Node.text, ""),
+        source=source or Path(file),
+    )
+
+
+def load_exercise(path: Path, display_name: str | None = None) -> Exercise:
+    """Read and validate one spec file. Raises :class:`SpecError` on any problem."""
+    name = display_name or str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as error:
+        raise SpecError(f"{name}: cannot be read: {error.strerror}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise SpecError(f"{name}: is not UTF-8 text (byte {error.start})") from None
+    try:
+        data: Any = yaml.load(text, Loader=_SafeLoader)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        problem = getattr(error, "problem", None) or str(error).splitlines()[0]
+        raise SpecError(f"{name}: invalid YAML: {where}{problem}") from None
+    except RecursionError:
+        raise SpecError(f"{name}: invalid YAML: nested too deeply") from None
+    if data is None:
+        raise SpecError(f"{name}: is empty")
+    return exercise_from_mapping(data, name, source=path)
+
+
+# The C loader is several times faster; both are safe loaders.
+_SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
