@@ -43,7 +43,9 @@ class Catalog:
 
     def spec_paths(self) -> list[Path]:
         if not self.exercises_dir.is_dir():
-            raise SpecError(f"no exercises folder at {self.exercises_dir}; is the trainer installed?")
+            raise SpecError(
+                f"no exercises folder at {self.exercises_dir}; is the trainer installed?"
+            )
         return sorted(self.exercises_dir.glob("*.yaml"))
 
     def ids(self) -> list[str]:

@@ -64,7 +64,9 @@ class Case:
         parts = []
         for name, value in self.values.items():
             if isinstance(value, tuple):
-                parts.append(f"{name}: ({', '.join(map(str, value))}{',' if len(value) == 1 else ''})")
+                parts.append(
+                    f"{name}: ({', '.join(map(str, value))}{',' if len(value) == 1 else ''})"
+                )
             else:
                 parts.append(f"{name}={value}")
         return ", ".join(parts)
@@ -263,7 +265,9 @@ def _parameter(node: _Node) -> Param:
     if low >= high:
         raise node.child("high").fail(f"{high} must be greater than low ({low})")
     kinks = node.optional(
-        "kinks", lambda n: tuple(_python_expression(k) for k in n.items()), cast(tuple[str, ...], ())
+        "kinks",
+        lambda n: tuple(_python_expression(k) for k in n.items()),
+        cast(tuple[str, ...], ()),
     )
     return TensorParam(
         name=name,
@@ -283,7 +287,9 @@ def _case(node: _Node, params: Sequence[Param]) -> Case:
             dims = item.items(min_items=0)
             shape = tuple(d.integer(minimum=1) for d in dims)
             if math.prod(shape) > 100_000:
-                raise item.fail(f"{math.prod(shape)} elements is too many for a check (at most 100000)")
+                raise item.fail(
+                    f"{math.prod(shape)} elements is too many for a check (at most 100000)"
+                )
             values[param.name] = shape
         elif param.kind == "float":
             values[param.name] = item.number()
@@ -330,8 +336,12 @@ def _tolerances(node: _Node) -> Tolerances:
         return gradcheck.optional(key, lambda n: n.number(positive=True), default)
 
     return Tolerances(
-        float32=node.optional("float32", lambda n: _tolerance(n, defaults.float32), defaults.float32),
-        float64=node.optional("float64", lambda n: _tolerance(n, defaults.float64), defaults.float64),
+        float32=node.optional(
+            "float32", lambda n: _tolerance(n, defaults.float32), defaults.float32
+        ),
+        float64=node.optional(
+            "float64", lambda n: _tolerance(n, defaults.float64), defaults.float64
+        ),
         gradcheck_eps=grad_number("eps", defaults.gradcheck_eps),
         gradcheck_atol=grad_number("atol", defaults.gradcheck_atol),
         gradcheck_rtol=grad_number("rtol", defaults.gradcheck_rtol),

@@ -80,7 +80,9 @@ def parse_state(text: str) -> State:
     exercises = data.get("exercises", {})
     if not isinstance(exercises, dict):
         raise ValueError("exercises is not an object")
-    return State(current=current, exercises={str(k): _progress_from(v) for k, v in exercises.items()})
+    return State(
+        current=current, exercises={str(k): _progress_from(v) for k, v in exercises.items()}
+    )
 
 
 class StateStore:

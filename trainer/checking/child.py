@@ -8,6 +8,7 @@ so nothing the learner prints or writes to stdout can pose as a verdict.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -116,7 +117,7 @@ def main() -> None:
             ("backward", backward_stage),
             ("gradcheck", gradcheck_stage),
         ):
-            run_stage(stage, lambda check=check: check(function_class, plan, exercise, path))
+            run_stage(stage, functools.partial(check, function_class, plan, exercise, path))
     channel.send(type="done")
     sys.stdout.flush()
     sys.stderr.flush()

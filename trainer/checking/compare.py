@@ -37,7 +37,9 @@ def _number(value: float) -> str:
     return f"{value:.6g}"
 
 
-def compare_tensor(what: str, expected: torch.Tensor, got: object, tolerance: Tolerance) -> str | None:
+def compare_tensor(
+    what: str, expected: torch.Tensor, got: object, tolerance: Tolerance
+) -> str | None:
     """None when ``got`` matches ``expected``; otherwise one sentence saying how it differs."""
     if not isinstance(got, torch.Tensor):
         return f"{what} is {describe_value(got)}, not a tensor"

@@ -104,7 +104,7 @@ def import_source(source: str, path: Path) -> ModuleType:
         raise LearnerProblem(
             f"{path.name} called sys.exit({error.code!r}) while being imported. "
             "A scratch file should only define the class: move demo code under "
-            "`if __name__ == \"__main__\":`.",
+            '`if __name__ == "__main__":`.',
             learner_traceback(error, path),
         ) from None
     except RecursionError as error:
@@ -173,7 +173,9 @@ def find_function_class(module: ModuleType, exercise: Exercise, path: Path) -> L
         advice = f" Rename `{close[0]}` to `{name}`." if close else ""
         raise LearnerProblem(f"no class `{name}` in {path.name}; found: {found}.{advice}")
     if not isinstance(candidate, type):
-        raise LearnerProblem(f"`{name}` in {path.name} is a {type(candidate).__name__}, not a class.")
+        raise LearnerProblem(
+            f"`{name}` in {path.name} is a {type(candidate).__name__}, not a class."
+        )
     if not issubclass(candidate, torch.autograd.Function):
         raise LearnerProblem(
             f"`{name}` does not subclass torch.autograd.Function. "
@@ -187,12 +189,19 @@ def find_function_class(module: ModuleType, exercise: Exercise, path: Path) -> L
 
     uses_setup_context = _user_attribute(candidate, "setup_context") is not None
     params = list(exercise.param_names)
-    grads = [f"grad_{i}" for i in range(exercise.outputs)] if exercise.outputs > 1 else ["grad_output"]
-    expected = {"forward": params if uses_setup_context else ["ctx", *params], "backward": ["ctx", *grads]}
+    grads = (
+        [f"grad_{i}" for i in range(exercise.outputs)] if exercise.outputs > 1 else ["grad_output"]
+    )
+    expected = {
+        "forward": params if uses_setup_context else ["ctx", *params],
+        "backward": ["ctx", *grads],
+    }
     for method in ("forward", "backward"):
         raw = _user_attribute(candidate, method)
         if raw is None:
-            raise LearnerProblem(f"`{name}` has no `{method}` method. Define it as a @staticmethod.")
+            raise LearnerProblem(
+                f"`{name}` has no `{method}` method. Define it as a @staticmethod."
+            )
         if not isinstance(raw, staticmethod):
             raise LearnerProblem(
                 f"`{name}.{method}` must be a @staticmethod: autograd calls "

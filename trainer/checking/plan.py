@@ -150,7 +150,9 @@ def _run(
         for name, g, w in zip(names, grads, wanting, strict=True)
         if isinstance(w, torch.Tensor)
     }
-    tolerance = exercise.tolerances.float32 if dtype == torch.float32 else exercise.tolerances.float64
+    tolerance = (
+        exercise.tolerances.float32 if dtype == torch.float32 else exercise.tolerances.float64
+    )
     return Run(
         case=case,
         dtype=dtype,

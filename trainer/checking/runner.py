@@ -198,9 +198,9 @@ def _collect(
                     open_streams -= 1
                     continue
                 if key.data == "output":
-                    collected.output = (
-                        collected.output + chunk.decode("utf-8", "replace")
-                    )[-OUTPUT_TAIL * 4 :]
+                    collected.output = (collected.output + chunk.decode("utf-8", "replace"))[
+                        -OUTPUT_TAIL * 4 :
+                    ]
                     continue
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
@@ -241,7 +241,9 @@ def _stages(
             if stage == "load" and result.verdict is Verdict.FAIL:
                 blocked_by = "load failed"
             continue
-        if stage == collected.current or (collected.current is None and blocked_by is None and not collected.done):
+        if stage == collected.current or (
+            collected.current is None and blocked_by is None and not collected.done
+        ):
             if timed_out:
                 message = (
                     f"timed out after {timeout:g} s during {STAGE_TITLES[stage].lower()}: "

@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.autograd.gradcheck import GradcheckError
@@ -18,12 +19,20 @@ from torch.autograd.gradcheck import GradcheckError
 from trainer.checking.compare import compare_tensor, shape_text
 from trainer.checking.learner import describe_exception, learner_traceback, raised_in
 from trainer.checking.plan import Plan, Run
-from trainer.spec import Exercise, TensorParam
+from trainer.spec import Exercise
 
 # Kept before any learner code runs, so a patched torch cannot change a verdict.
 _autograd_grad = torch.autograd.grad
 _gradcheck = torch.autograd.gradcheck
 _zeros_like = torch.zeros_like
+
+
+_NOT_WRITTEN = " is not written yet"
+
+
+def _apply(function_class: type[torch.autograd.Function], args: list[object]) -> object:
+    apply: Callable[..., object] = function_class.apply
+    return apply(*args)
 
 
 @dataclass
@@ -39,17 +48,25 @@ class _Failure:
     message: str
     details: list[str] = field(default_factory=list)
 
+    @property
+    def same_for_every_run(self) -> bool:
+        return _NOT_WRITTEN in self.message.split(":")[0]
+
 
 def _summarise(failures: list[_Failure], total: int, success: str) -> StageOutcome:
     if not failures:
         return StageOutcome(True, success)
     first = failures[0]
+    if first.same_for_every_run:
+        return StageOutcome(False, first.message)
     message = f"{first.message} (for {first.run.label})"
     details = list(first.details)
     if len(failures) > 1:
         others = "; ".join(f.run.label for f in failures[1:4])
         more = f" and {len(failures) - 4} more" if len(failures) > 4 else ""
-        details.append(f"also fails for {len(failures) - 1} of {total - 1} other runs: {others}{more}")
+        details.append(
+            f"also fails for {len(failures) - 1} of {total - 1} other runs: {others}{more}"
+        )
     return StageOutcome(False, message, details)
 
 
@@ -59,7 +76,7 @@ def explain_learner_error(error: BaseException, path: Path, during: str) -> tupl
     for method in ("backward", "forward"):
         if isinstance(error, NotImplementedError) and raised_in(error, path, method):
             return (
-                f"{method}() is not written yet: it still raises NotImplementedError. "
+                f"{method}(){_NOT_WRITTEN}: it still raises NotImplementedError. "
                 f"Write it in {path.name}, then run `trainer check` again.",
                 [],
             )
@@ -98,7 +115,7 @@ def _call_forward(
 ) -> tuple[list[object], tuple[torch.Tensor, ...]] | _Failure:
     args = run.fresh_args()
     try:
-        result = function_class.apply(*args)
+        result = _apply(function_class, args)
     except BaseException as error:  # the learner's code may raise anything
         message, details = explain_learner_error(error, path, "forward")
         return _Failure(run, message, details)
@@ -157,7 +174,9 @@ def _learner_gradients(
     wanting = [a for a, p in zip(args, run.params, strict=True) if p.name in names]
     try:
         grads = _autograd_grad(
-            outputs, [w for w in wanting if isinstance(w, torch.Tensor)], run.upstream,
+            outputs,
+            [w for w in wanting if isinstance(w, torch.Tensor)],
+            run.upstream,
             allow_unused=True,
         )
     except BaseException as error:  # the learner's backward may raise anything
@@ -181,7 +200,9 @@ def backward_stage(
                     _Failure(run, f"backward returned None for `{name}`, which requires grad")
                 )
                 break
-            problem = compare_tensor(f"grad for `{name}`", run.expected_grads[name], got, run.tolerance)
+            problem = compare_tensor(
+                f"grad for `{name}`", run.expected_grads[name], got, run.tolerance
+            )
             if problem:
                 failures.append(_Failure(run, problem))
                 break
@@ -207,13 +228,17 @@ def gradcheck_stage(
         args = run.fresh_args()
         names = run.grad_names()
         positions = [i for i, p in enumerate(run.params) if p.name in names]
-        inputs = tuple(args[i] for i in positions)
+        inputs = tuple(
+            a for i, a in enumerate(args) if i in positions and isinstance(a, torch.Tensor)
+        )
 
-        def function(*tensors: torch.Tensor, args: list[object] = args) -> object:
+        def function(
+            *tensors: torch.Tensor, args: list[object] = args, positions: list[int] = positions
+        ) -> Any:
             call = list(args)
             for position, tensor in zip(positions, tensors, strict=True):
                 call[position] = tensor
-            return function_class.apply(*call)
+            return _apply(function_class, call)
 
         try:
             _gradcheck(
@@ -269,7 +294,9 @@ def _worst_jacobian_entry(
 ) -> str | None:
     """Where the analytical and numerical Jacobians differ most, as one line."""
     eps = exercise.tolerances.gradcheck_eps
-    tensors = [t.detach().clone().requires_grad_(True) for t in inputs if isinstance(t, torch.Tensor)]
+    tensors = [
+        t.detach().clone().requires_grad_(True) for t in inputs if isinstance(t, torch.Tensor)
+    ]
     target = tensors[input_index]
     try:
         result = function(*tensors)

@@ -1,0 +1,256 @@
+"""The `trainer` command: typer definitions only. Each command calls the core and renders."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, ParamSpec
+
+import typer
+
+from trainer import console
+from trainer.catalog import Catalog
+from trainer.errors import ExitCode, TrainerError, WorkspaceError
+from trainer.spec import Exercise
+from trainer.state import StateStore
+from trainer.workspace import Workspace, resolve_workspace
+
+app = typer.Typer(
+    name="trainer",
+    help="Practise writing backward passes of custom torch.autograd.Function classes.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+P = ParamSpec("P")
+
+
+def _command(name: str | None = None) -> Callable[[Callable[P, None]], Callable[P, None]]:
+    """``app.command`` that turns expected failures into one line on stderr and an exit code."""
+
+    def register(function: Callable[P, None]) -> Callable[P, None]:
+        @functools.wraps(function)
+        def guarded(*args: P.args, **kwargs: P.kwargs) -> None:
+            try:
+                function(*args, **kwargs)
+            except TrainerError as problem:
+                console.error(problem.message)
+                raise typer.Exit(problem.exit_code) from None
+            except KeyboardInterrupt:
+                console.error("interrupted.")
+                raise typer.Exit(ExitCode.INTERRUPTED) from None
+
+        app.command(name)(guarded)
+        return guarded
+
+    return register
+
+
+WorkspaceOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--workspace",
+        "-w",
+        help="Folder for scratch files and progress [env: TRAINER_WORKSPACE; "
+        "default: ./trainer-workspace].",
+        show_default=False,
+    ),
+]
+ExerciseArgument = Annotated[
+    str | None,
+    typer.Argument(
+        help="Exercise id (see `trainer list`); defaults to the current one.", show_default=False
+    ),
+]
+
+
+class _Context:
+    """What every command needs: the catalogue, the workspace and its progress file."""
+
+    def __init__(self, workspace_option: Path | None) -> None:
+        self.catalog = Catalog.default()
+        self.workspace = Workspace(resolve_workspace(workspace_option))
+        self.store = StateStore(self.workspace.root)
+
+    def exercise(self, exercise_id: str | None) -> Exercise:
+        if exercise_id is not None:
+            return self.catalog.get(exercise_id)
+        current = self.store.load().current if self.workspace.root.is_dir() else None
+        if current is None:
+            raise TrainerError(
+                "no current exercise in this workspace. Start one with `trainer start sigmoid` "
+                "(see `trainer list`), or name it: `trainer check sigmoid`."
+            )
+        return self.catalog.get(current)
+
+    def writable_store(self) -> StateStore:
+        self.workspace.ensure()
+        return self.store
+
+    def show_notices(self) -> None:
+        for message in self.store.notices:
+            console.notice(message)
+        self.store.notices.clear()
+
+
+@_command()
+def start(
+    exercise_id: Annotated[
+        str, typer.Argument(metavar="EXERCISE", help="Exercise id, e.g. sigmoid.")
+    ],
+    force: Annotated[
+        bool,
+        typer.Option("--force", help="Replace an edited scratch file (a backup is kept first)."),
+    ] = False,
+    workspace: WorkspaceOption = None,
+) -> None:
+    """Write the exercise's scratch file and make it the current exercise.
+
+    Example: trainer start sigmoid
+    """
+    context = _Context(workspace)
+    exercise = context.catalog.get(exercise_id)
+    result = context.workspace.start(exercise, force=force)
+    with context.store.update() as state:
+        state.current = exercise.id
+        state.progress(exercise.id).started = True
+    context.show_notices()
+    console.started(exercise, result)
+
+
+@_command()
+def check(
+    exercise_id: ExerciseArgument = None,
+    file: Annotated[
+        Path | None,
+        typer.Option("--file", "-f", help="Check this file instead of the scratch file."),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON document on stdout.")
+    ] = False,
+    timeout: Annotated[
+        float, typer.Option(min=1.0, help="Seconds before the check is stopped.")
+    ] = 30.0,
+    seed: Annotated[
+        int, typer.Option(help="Seed for the random inputs and upstream gradients.")
+    ] = 0,
+    workspace: WorkspaceOption = None,
+) -> None:
+    """Check your backward pass: structure, forward and backward parity, gradcheck.
+
+    Exit code 0 when every stage passes, 1 when any fails.
+
+    Example: trainer check sigmoid --seed 3
+    """
+    from trainer.checking.runner import run_check
+
+    context = _Context(workspace)
+    exercise = context.exercise(exercise_id)
+    path = file if file is not None else context.workspace.scratch_path(exercise.id)
+    if not path.is_file():
+        hint = (
+            f" Run `trainer start {exercise.id}` to create it."
+            if file is None
+            else " Check the path given to --file."
+        )
+        raise WorkspaceError(f"no file at {path}.{hint}")
+    report = run_check(exercise, path, seed=seed, timeout=timeout)
+    if context.workspace.root.is_dir():
+        with context.store.update() as state:
+            progress = state.progress(exercise.id)
+            progress.checks += 1
+            progress.started = True
+            progress.passed = progress.passed or report.passed
+    context.show_notices()
+    if as_json:
+        console.print_json(json.dumps(report.to_dict(), indent=2))
+    else:
+        console.check_report(report, exercise)
+        if report.passed:
+            if console.is_interactive() and console.ask_yes_no("Take the quiz now?"):
+                _run_quiz(context, exercise)
+            else:
+                console.after_pass(exercise)
+    raise typer.Exit(ExitCode.OK if report.passed else ExitCode.CHECKS_FAILED)
+
+
+@_command()
+def hint(
+    exercise_id: ExerciseArgument = None,
+    show_all: Annotated[bool, typer.Option("--all", help="Show every hint at once.")] = False,
+    workspace: WorkspaceOption = None,
+) -> None:
+    """Reveal the next hint for an exercise (each call shows one more).
+
+    Example: trainer hint linear
+    """
+    from trainer.hints import reveal_all_hints, reveal_next_hint
+
+    context = _Context(workspace)
+    exercise = context.exercise(exercise_id)
+    store = context.writable_store()
+    if show_all:
+        reveal_all_hints(exercise, store)
+        context.show_notices()
+        console.all_hints(exercise)
+        return
+    reveal = reveal_next_hint(exercise, store)
+    context.show_notices()
+    console.hint(exercise, reveal.number, reveal.text, reveal.last)
+
+
+@_command()
+def quiz(exercise_id: ExerciseArgument = None, workspace: WorkspaceOption = None) -> None:
+    """Answer the exercise's multiple-choice questions; the best score is kept.
+
+    Example: trainer quiz sigmoid
+    """
+    context = _Context(workspace)
+    _run_quiz(context, context.exercise(exercise_id))
+
+
+def _run_quiz(context: _Context, exercise: Exercise) -> None:
+    from trainer.quiz import parse_choice, record_score
+
+    score = 0
+    total = len(exercise.quiz)
+    for number, question in enumerate(exercise.quiz, start=1):
+        console.quiz_question(number, total, question)
+        while True:
+            answer = console.ask(f"Your answer (1-{len(question.choices)}): ")
+            if answer is None:
+                raise TrainerError(
+                    "the quiz stopped: no more input. Nothing was saved; "
+                    f"run `trainer quiz {exercise.id}` again."
+                )
+            choice = parse_choice(answer, question)
+            if choice is not None:
+                break
+            console.out.print(f"Please type a number from 1 to {len(question.choices)}.")
+        correct = choice == question.answer
+        score += correct
+        console.quiz_feedback(question, correct)
+    best = record_score(exercise, context.writable_store(), score)
+    context.show_notices()
+    console.quiz_score(exercise, score, total, best)
+
+
+@_command("list")
+def list_exercises(workspace: WorkspaceOption = None) -> None:
+    """List the exercises with difficulty and your progress.
+
+    Example: trainer list
+    """
+    context = _Context(workspace)
+    state = context.store.load() if context.workspace.root.is_dir() else None
+    context.show_notices()
+    from trainer.state import State
+
+    console.exercise_list(context.catalog.all, state or State())
+
+
+def main() -> None:
+    app()
