@@ -144,6 +144,8 @@ def run_check(
     finally:
         os.close(result_read)
     _kill_group(process)  # whatever the learner's code left running ends with the check
+    if process.stdout is not None:
+        process.stdout.close()
 
     if collected.error:
         raise TrainerError(collected.error)

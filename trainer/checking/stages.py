@@ -86,8 +86,12 @@ def explain_learner_error(error: BaseException, path: Path, during: str) -> tupl
         return f"{during} recursed without end (RecursionError)", frames[-4:]
     if frames:
         return f"{during} raised {describe_exception(error)}", frames
-    # Raised by autograd itself after the learner's backward returned.
-    return f"autograd rejected what backward returned: {describe_exception(error)}", []
+    # Raised by torch itself, after the learner's method returned.
+    if during == "backward":
+        return f"autograd rejected what backward returned: {describe_exception(error)}", []
+    if during == "forward":
+        return f"torch rejected what forward did: {describe_exception(error)}", []
+    return f"{during} raised {describe_exception(error)}", []
 
 
 def _outputs(result: object, exercise: Exercise) -> tuple[torch.Tensor, ...] | str:

@@ -1,0 +1,62 @@
+"""Every bundled exercise: the reference passes, the stub fails, each known-wrong variant fails where declared."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.conftest import CATALOG
+from trainer.checking.report import Verdict
+from trainer.checking.runner import run_check
+from trainer.spec import Exercise
+
+EXERCISES = CATALOG.all
+VARIANTS = [(e, v) for e in EXERCISES for v in e.wrong_variants]
+
+
+def _id(exercise: Exercise) -> str:
+    return exercise.id
+
+
+def test_the_catalogue_has_the_core_exercises():
+    assert {"sigmoid", "linear", "clipped_relu"} <= {e.id for e in EXERCISES}
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=_id)
+def test_the_reference_solution_passes_every_stage(exercise: Exercise):
+    report = run_check(exercise, CATALOG.solution_path(exercise))
+    failures = [
+        f"{s.id}: {s.message} {s.details}" for s in report.stages if s.verdict is not Verdict.PASS
+    ]
+    assert report.passed, failures
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=_id)
+def test_the_untouched_stub_fails_because_backward_is_not_written(exercise: Exercise, tmp_path):
+    stub = tmp_path / f"{exercise.id}.py"
+    stub.write_text(exercise.stub)
+    report = run_check(exercise, stub)
+    assert not report.passed
+    verdicts = {s.id: s.verdict for s in report.stages}
+    assert verdicts["load"] is Verdict.PASS
+    assert verdicts["forward"] is Verdict.PASS
+    backward = next(s for s in report.stages if s.id == "backward")
+    assert backward.message.startswith("backward() is not written yet")
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=_id)
+def test_each_exercise_declares_at_least_three_wrong_variants(exercise: Exercise):
+    assert len(exercise.wrong_variants) >= 3
+    for variant in exercise.wrong_variants:
+        assert CATALOG.wrong_variant_path(exercise, variant.file).is_file(), variant.file
+
+
+@pytest.mark.parametrize(
+    ("exercise", "variant"), VARIANTS, ids=[f"{e.id}-{v.file[:-3]}" for e, v in VARIANTS]
+)
+def test_a_known_wrong_variant_fails_at_its_declared_stage(exercise, variant):
+    report = run_check(exercise, CATALOG.wrong_variant_path(exercise, variant.file))
+    assert not report.passed
+    failure = report.first_failure
+    assert failure is not None
+    assert failure.id == variant.fails_at, f"{failure.id}: {failure.message}"
+    assert failure.message
