@@ -1,0 +1,76 @@
+"""A wheel built from the repo carries the catalogue and works outside the repo."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def _run(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRAINER_WORKSPACE")}
+    return subprocess.run(
+        [str(a) for a in args], cwd=cwd, env=env, capture_output=True, text=True, check=False
+    )
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dist = tmp_path_factory.mktemp("dist")
+    built = _run(
+        sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+        "--quiet", "-w", dist, REPO, cwd=dist,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    (path,) = dist.glob("*.whl")
+    return path
+
+
+def test_the_wheel_carries_every_spec_solution_and_wrong_variant(wheel: Path):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for spec in (REPO / "exercises").glob("*.yaml"):
+        assert f"trainer/_catalog/exercises/{spec.name}" in names
+    for solution in (REPO / "solutions").rglob("*.py"):
+        relative = solution.relative_to(REPO / "solutions").as_posix()
+        assert f"trainer/_catalog/solutions/{relative}" in names
+
+
+def test_a_wheel_installed_in_a_fresh_venv_lists_and_checks_exercises(wheel: Path, tmp_path: Path):
+    venv = tmp_path / "venv"
+    assert _run(sys.executable, "-m", "venv", venv, cwd=tmp_path).returncode == 0
+    python = venv / "bin" / "python"
+    installed = _run(
+        python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", wheel, cwd=tmp_path
+    )
+    assert installed.returncode == 0, installed.stderr
+    # The dependencies (torch, typer, rich, yaml) come from this environment's
+    # site-packages as a plain path: its editable hook for the repo is not run,
+    # so `trainer` can only come from the wheel.
+    site = Path(
+        _run(
+            python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])", cwd=tmp_path
+        ).stdout.strip()
+    )
+    (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+
+    where = _run(python, "-c", "import trainer; print(trainer.__file__)", cwd=tmp_path)
+    assert where.stdout.strip().startswith(str(venv)), where.stdout + where.stderr
+
+    listing = _run(venv / "bin" / "trainer", "list", cwd=tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    for exercise_id in ("sigmoid", "linear", "clipped_relu"):
+        assert exercise_id in listing.stdout
+
+    solution = site / "trainer" / "_catalog" / "solutions" / "sigmoid.py"
+    checked = _run(venv / "bin" / "trainer", "check", "sigmoid", "--file", solution, cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "All 4 stages passed" in checked.stdout

@@ -1,0 +1,71 @@
+"""Commands that do not check code never import torch (a fact, not a timing)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROBE = """
+import contextlib, io, json, sys
+from trainer.cli import app
+argv, stdin = json.loads(sys.argv[1]), sys.argv[2]
+sys.stdin = io.StringIO(stdin)
+with contextlib.redirect_stdout(io.StringIO()):
+    try:
+        app(argv)
+    except SystemExit as done:
+        code = done.code
+print(json.dumps({"code": code, "torch": "torch" in sys.modules}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("argv", "stdin"),
+    [
+        (["--help"], ""),
+        (["list"], ""),
+        (["start", "sigmoid"], ""),
+        (["hint", "sigmoid"], ""),
+        (["hint", "linear", "--all"], ""),
+        (["quiz", "clipped_relu"], "1\n" * 10),
+        (["check", "--help"], ""),
+    ],
+    ids=lambda v: " ".join(v) if isinstance(v, list) else "",
+)
+def test_a_command_that_does_not_check_code_does_not_import_torch(argv, stdin, tmp_path: Path):
+    env_workspace = tmp_path / "ws"
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(argv), stdin],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"TRAINER_WORKSPACE": str(env_workspace), "PATH": "/usr/bin:/bin"},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    outcome = json.loads(result.stdout.strip().splitlines()[-1])
+    assert outcome == {"code": 0, "torch": False}
+
+
+def test_the_check_command_imports_torch_only_in_its_child(tmp_path: Path):
+    repo = Path(__file__).resolve().parent.parent
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            PROBE,
+            json.dumps(["check", "sigmoid", "--file", str(repo / "solutions" / "sigmoid.py")]),
+            "",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"TRAINER_WORKSPACE": str(tmp_path / "ws"), "PATH": "/usr/bin:/bin"},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {"code": 0, "torch": False}
