@@ -65,9 +65,9 @@ class Catalog:
 
     @cached_property
     def all(self) -> list[Exercise]:
-        """Every exercise, easiest first (then by id); a broken spec raises SpecError."""
+        """Every exercise, easiest first, then by ``order`` and id; a broken spec raises SpecError."""
         exercises = [load_exercise(p, self.display_name(p)) for p in self.spec_paths()]
-        return sorted(exercises, key=lambda e: (DIFFICULTIES.index(e.difficulty), e.id))
+        return sorted(exercises, key=lambda e: (DIFFICULTIES.index(e.difficulty), e.order, e.id))
 
     def unknown(self, exercise_id: str) -> UnknownExerciseError:
         ids = self.ids()

@@ -122,6 +122,7 @@ class Exercise:
     tolerances: Tolerances
     wrong_variants: tuple[WrongVariant, ...] = ()
     notes: str = ""
+    order: int = 100  # position among exercises of the same difficulty
     source: Path = field(default=Path("<memory>"), compare=False)
 
     @property
@@ -373,7 +374,7 @@ _FIELDS_REQUIRED = (
     "quiz",
     "tolerances",
 )
-_FIELDS_OPTIONAL = ("outputs", "wrong_variants", "notes")
+_FIELDS_OPTIONAL = ("outputs", "wrong_variants", "notes", "order")
 
 
 def exercise_from_mapping(data: object, file: str, source: Path | None = None) -> Exercise:
@@ -428,6 +429,7 @@ def exercise_from_mapping(data: object, file: str, source: Path | None = None) -
             cast(tuple[WrongVariant, ...], ()),
         ),
         notes=root.optional("notes", _Node.text, ""),
+        order=root.optional("order", lambda n: n.integer(minimum=0), 100),
         source=source or Path(file),
     )
 

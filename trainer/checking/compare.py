@@ -6,6 +6,8 @@ error, where it is, expected vs got and the tolerance allowed.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from trainer.spec import Tolerance
@@ -37,21 +39,27 @@ def _number(value: float) -> str:
     return f"{value:.6g}"
 
 
+@dataclass(frozen=True)
+class Mismatch:
+    summary: str  # what is wrong, e.g. "grad for `x` has shape (3,) but should have shape (4,)"
+    detail: str = ""  # where and by how much, for value mismatches
+
+
 def compare_tensor(
     what: str, expected: torch.Tensor, got: object, tolerance: Tolerance
-) -> str | None:
-    """None when ``got`` matches ``expected``; otherwise one sentence saying how it differs."""
+) -> Mismatch | None:
+    """None when ``got`` matches ``expected``; otherwise how it differs, in words."""
     if not isinstance(got, torch.Tensor):
-        return f"{what} is {describe_value(got)}, not a tensor"
+        return Mismatch(f"{what} is {describe_value(got)}, not a tensor")
     if got.shape != expected.shape:
-        return (
+        return Mismatch(
             f"{what} has shape {shape_text(got.shape)} but should have shape "
             f"{shape_text(expected.shape)}"
         )
     if got.dtype != expected.dtype:
-        return f"{what} has dtype {got.dtype} but should have {expected.dtype}"
+        return Mismatch(f"{what} has dtype {got.dtype} but should have {expected.dtype}")
     if got.device != expected.device:
-        return f"{what} is on {got.device} but should be on {expected.device}"
+        return Mismatch(f"{what} is on {got.device} but should be on {expected.device}")
     if got.numel() == 0:
         return None
     got_values = got.detach().to(torch.float64)
@@ -72,9 +80,9 @@ def compare_tensor(
     count = int(bad.sum())
     exp_value = float(want[index])
     got_value = float(got_values[index])
-    return (
-        f"{what} is wrong at {count} of {got.numel()} element{'s' * (got.numel() != 1)}; "
+    return Mismatch(
+        f"{what} is wrong at {count} of {got.numel()} element{'s' * (got.numel() != 1)}",
         f"largest error {_number(abs(got_value - exp_value))} at {where}: "
         f"expected {_number(exp_value)}, got {_number(got_value)} "
-        f"(allowed {tolerance.atol:g} + {tolerance.rtol:g}·|expected|)"
+        f"(allowed {tolerance.atol:g} + {tolerance.rtol:g}·|expected|)",
     )

@@ -61,13 +61,17 @@ def _summarise(failures: list[_Failure], total: int, success: str) -> StageOutco
         return StageOutcome(False, first.message)
     message = f"{first.message} (for {first.run.label})"
     details = list(first.details)
-    if len(failures) > 1:
+    if len(failures) == total and total > 1:
+        details.append(f"fails in all {total} runs")
+    elif len(failures) > 1:
         others = "; ".join(f.run.label for f in failures[1:4])
         more = f" and {len(failures) - 4} more" if len(failures) > 4 else ""
-        details.append(
-            f"also fails for {len(failures) - 1} of {total - 1} other runs: {others}{more}"
-        )
+        details.append(f"also fails for {others}{more} ({len(failures)} of {total} runs)")
     return StageOutcome(False, message, details)
+
+
+def _nonempty(*lines: str) -> list[str]:
+    return [line for line in lines if line]
 
 
 def explain_learner_error(error: BaseException, path: Path, during: str) -> tuple[str, list[str]]:
@@ -149,9 +153,9 @@ def forward_stage(
             continue
         _, outputs = called
         for index, (expected, got) in enumerate(zip(run.expected_outputs, outputs, strict=True)):
-            problem = compare_tensor(_output_name(exercise, index), expected, got, run.tolerance)
-            if problem:
-                failures.append(_Failure(run, problem))
+            mismatch = compare_tensor(_output_name(exercise, index), expected, got, run.tolerance)
+            if mismatch:
+                failures.append(_Failure(run, mismatch.summary, _nonempty(mismatch.detail)))
                 break
     return _summarise(
         failures,
@@ -204,11 +208,11 @@ def backward_stage(
                     _Failure(run, f"backward returned None for `{name}`, which requires grad")
                 )
                 break
-            problem = compare_tensor(
+            mismatch = compare_tensor(
                 f"grad for `{name}`", run.expected_grads[name], got, run.tolerance
             )
-            if problem:
-                failures.append(_Failure(run, problem))
+            if mismatch:
+                failures.append(_Failure(run, mismatch.summary, _nonempty(mismatch.detail)))
                 break
     names = ", ".join(f"`{n}`" for n in plan.runs[0].grad_names())
     return _summarise(
