@@ -12,7 +12,6 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)" numpy
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
