@@ -1,35 +1,32 @@
-"""The checking child: imports torch, runs the learner's code, reports over a private pipe.
+"""The checking process: computes every reference and verdict; the learner's code runs elsewhere.
 
 Started by :mod:`trainer.checking.runner` as ``python -m trainer.checking.child``.
-The job arrives as JSON on stdin; results leave as JSON lines on a pipe whose
-descriptor only this module knows, each stamped with a token from the parent,
-so nothing the learner prints or writes to stdout can pose as a verdict.
+It reads the job, imports torch, computes inputs and references, then forks
+the learner's process (:mod:`trainer.checking.sandbox`) and only after that
+reads the token that stamps its results: the learner's process never holds
+the token nor the result pipe. Stages run here, on the learner's answers.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-# Kept before any learner code runs.
+# Kept before anything else runs.
 _write = os.write
 _dumps = json.dumps
-_exit = os._exit
 _monotonic = time.monotonic
 
 
 class Channel:
     def __init__(self, fd: int, token: str) -> None:
-        # Move the pipe away from the number the parent chose, so it is not
-        # where a learner would look for it.
-        self._fd = os.dup(fd)
-        os.close(fd)
+        self._fd = fd
         self._token = token
 
     def send(self, **message: Any) -> None:
@@ -39,30 +36,38 @@ class Channel:
             data = data[written:]
 
 
-def _read_job() -> dict[str, Any]:
-    job: dict[str, Any] = json.loads(sys.stdin.read())
-    # The learner's input() gets end-of-file at once instead of waiting forever.
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.close(devnull)
-    return job
+def _read_line(fd: int) -> bytes:
+    """One line from ``fd``, read byte by byte so nothing after it is buffered here."""
+    line = bytearray()
+    while True:
+        byte = os.read(fd, 1)
+        if not byte or byte == b"\n":
+            return bytes(line)
+        line += byte
+
+
+def _read_exact(fd: int, size: int) -> bytes:
+    data = bytearray()
+    while len(data) < size:
+        chunk = os.read(fd, size - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return bytes(data)
 
 
 def main() -> None:
-    job = _read_job()
-    channel = Channel(int(job["result_fd"]), str(job["token"]))
+    # The job comes first, as "<length>\n<json>"; the token follows on its own
+    # line and is read only after the learner's process exists.
+    size = int(_read_line(0))
+    job: dict[str, Any] = json.loads(_read_exact(0, size))
+    result_fd = int(job["result_fd"])
 
     import torch
 
-    from trainer.checking.guard import NamespaceGuard
-    from trainer.checking.learner import LearnerProblem, find_function_class, import_source
     from trainer.checking.plan import build_plan
-    from trainer.checking.stages import (
-        StageOutcome,
-        backward_stage,
-        forward_stage,
-        gradcheck_stage,
-    )
+    from trainer.checking.proxy import Sandbox, proxy_function
+    from trainer.checking.stages import StageOutcome, run_stages, stage_ids
     from trainer.spec import load_exercise
 
     torch.set_num_threads(1)  # tiny tensors: threads cost more than they save
@@ -71,59 +76,45 @@ def main() -> None:
     try:
         plan = build_plan(exercise, int(job["seed"]))
     except Exception as error:  # a broken reference is the spec's fault, not the learner's
-        channel.send(type="error", message=f"{job['spec_name']}: reference: {error}")
-        _exit(0)
-    channel.send(type="ready")
+        token = _read_line(0).decode().strip()
+        Channel(result_fd, token).send(
+            type="error", message=f"{job['spec_name']}: reference: {error}"
+        )
+        os._exit(0)
 
-    guard = NamespaceGuard.for_checker([torch.Tensor, torch.autograd.Function])
+    sandbox = Sandbox.start(exercise, job["source"], path, close_in_child=[result_fd])
+    token = _read_line(0).decode().strip()
+    channel = Channel(result_fd, token)
+    channel.send(type="ready", stages=stage_ids(exercise))
 
-    def run_stage(stage: str, body: Callable[[], StageOutcome]) -> bool:
+    def report(stage: str, run: Callable[[], StageOutcome]) -> StageOutcome:
         channel.send(type="stage-start", stage=stage)
         started = _monotonic()
         try:
-            outcome = body()
-        except LearnerProblem as problem:
-            outcome = StageOutcome(False, problem.message, problem.details)
-        patched = guard.restore()
-        if patched:
-            shown = ", ".join(f"`{name}`" for name in patched[:5])
-            outcome = StageOutcome(
-                False,
-                f"your code replaced {shown}. The checker restored the original; "
-                "a solution must not patch torch or the checker.",
-            )
+            outcome = run()
+        except Exception:  # a bug of ours: say so, never blame the learner
+            channel.send(type="error", message="the checker failed:\n" + traceback.format_exc())
+            sandbox.stop()
+            os._exit(0)
         channel.send(
             type="stage-end",
             stage=stage,
-            passed=outcome.passed,
+            verdict=outcome.verdict,
             message=outcome.message,
             details=outcome.details,
+            diagnosis=outcome.diagnosis,
             seconds=round(_monotonic() - started, 4),
         )
-        return outcome.passed
+        return outcome
 
-    loaded: list[Any] = []
-
-    def load() -> StageOutcome:
-        module = import_source(job["source"], path)
-        solution = find_function_class(module, exercise, path)
-        loaded.append(solution.function_class)
-        return StageOutcome(True, f"`{exercise.class_name}` found with static forward and backward")
-
-    if run_stage("load", load) and loaded:
-        function_class = loaded[0]
-        for stage, check in (
-            ("forward", forward_stage),
-            ("backward", backward_stage),
-            ("gradcheck", gradcheck_stage),
-        ):
-            run_stage(stage, functools.partial(check, function_class, plan, exercise, path))
+    run_stages(exercise, plan, sandbox, proxy_function(sandbox, exercise), path, report)
+    sandbox.stop()
     channel.send(type="done")
-    sys.stdout.flush()
-    sys.stderr.flush()
-    # Skip interpreter shutdown: atexit hooks and threads of the learner's code
-    # must not run after the verdict.
-    _exit(0)
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(0)
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
+from trainer.checking.wire import Opaque
 from trainer.spec import Tolerance
 
 # Kept before any learner code runs, so a patched torch cannot change a verdict.
@@ -32,6 +33,8 @@ def describe_value(value: object) -> str:
         return "None"
     if isinstance(value, tuple | list):
         return f"a {type(value).__name__} of {len(value)} values"
+    if isinstance(value, Opaque):
+        return f"a {value.type_name}"
     return f"a {type(value).__module__}.{type(value).__name__}".replace("builtins.", "")
 
 
@@ -43,6 +46,7 @@ def _number(value: float) -> str:
 class Mismatch:
     summary: str  # what is wrong, e.g. "grad for `x` has shape (3,) but should have shape (4,)"
     detail: str = ""  # where and by how much, for value mismatches
+    allowed: str = ""  # the tolerance, in words
 
 
 def compare_tensor(
@@ -85,4 +89,5 @@ def compare_tensor(
         f"largest error {_number(abs(got_value - exp_value))} at {where}: "
         f"expected {_number(exp_value)}, got {_number(got_value)} "
         f"(allowed {tolerance.atol:g} + {tolerance.rtol:g}·|expected|)",
+        f"allowed {tolerance.atol:g} + {tolerance.rtol:g}·|expected|",
     )

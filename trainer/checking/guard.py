@@ -1,9 +1,10 @@
-"""Detect and undo a learner's patches to torch and to the checker itself.
+"""Detect and undo a learner's patches to torch and to the checker's modules.
 
-A scratch file could reassign ``torch.allclose`` or ``torch.autograd.gradcheck``
-(or one of our own functions) so that a wrong backward looks right. Before the
-learner's file runs we record the namespaces the checker relies on; after each
-stage we compare, restore anything changed and fail the check, naming the patch.
+Runs in the learner's process. Verdicts are computed in the checking process,
+which the learner's code never touches, so a patch cannot make a wrong answer
+pass; but a patch is never part of a correct solution either. Before the
+learner's file runs we record the namespaces; after each call we compare,
+restore anything changed and report the names, and the stage fails.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ import sys
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType, TracebackType
+from types import ModuleType
 from typing import Any
 
 import torch
@@ -211,5 +211,28 @@ def find_function_class(module: ModuleType, exercise: Exercise, path: Path) -> L
     return LoadedSolution(module=module, function_class=candidate)
 
 
-def learner_frames_only(tb: TracebackType | None, path: Path) -> bool:
-    return any(Path(f.filename) == path for f in traceback.extract_tb(tb))
+NOT_WRITTEN = " is not written yet"
+
+
+def explain_learner_error(error: BaseException, path: Path, during: str) -> tuple[str, list[str]]:
+    """Words for an exception that came out of the learner's forward or backward."""
+    frames = learner_traceback(error, path)
+    for method in ("backward", "forward"):
+        if isinstance(error, NotImplementedError) and raised_in(error, path, method):
+            return (
+                f"{method}(){NOT_WRITTEN}: it still raises NotImplementedError. "
+                f"Write it in {path.name}, then run `trainer check` again.",
+                [],
+            )
+    if isinstance(error, SystemExit):
+        return f"your code called sys.exit({error.code!r}) during {during}", frames
+    if isinstance(error, RecursionError):
+        return f"{during} recursed without end (RecursionError)", frames[-4:]
+    if frames:
+        return f"{during} raised {describe_exception(error)}", frames
+    # Raised by torch itself, after the learner's method returned.
+    if during == "backward":
+        return f"autograd rejected what backward returned: {describe_exception(error)}", []
+    if during == "forward":
+        return f"torch rejected what forward did: {describe_exception(error)}", []
+    return f"{during} raised {describe_exception(error)}", []

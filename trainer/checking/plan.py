@@ -33,6 +33,10 @@ class Run:
     upstream: tuple[torch.Tensor, ...]  # random, never all ones
     expected_grads: dict[str, torch.Tensor]
     tolerance: Tolerance
+    # A second random upstream gradient: a backward that ignores grad_output
+    # gives the same answer for both.
+    upstream_other: tuple[torch.Tensor, ...]
+    expected_grads_other: dict[str, torch.Tensor]
 
     @property
     def label(self) -> str:
@@ -137,19 +141,30 @@ def _run(
         for p, a in zip(exercise.parameters, args, strict=True)
     ]
     outputs = evaluate_reference(exercise, live)
-    upstream = tuple(
-        torch.randn(o.shape, dtype=torch.float64, generator=generator).to(o.dtype) for o in outputs
-    )
     names = [p.name for p in exercise.parameters if isinstance(p, TensorParam) and p.requires_grad]
     wanting = [a for a, p in zip(live, exercise.parameters, strict=True) if p.name in names]
-    grads = torch.autograd.grad(
-        outputs, [w for w in wanting if isinstance(w, torch.Tensor)], upstream, allow_unused=True
-    )
-    expected_grads = {
-        name: (g if g is not None else torch.zeros_like(w)).detach()
-        for name, g, w in zip(names, grads, wanting, strict=True)
-        if isinstance(w, torch.Tensor)
-    }
+
+    def gradients(upstream: tuple[torch.Tensor, ...]) -> dict[str, torch.Tensor]:
+        grads = torch.autograd.grad(
+            outputs,
+            [w for w in wanting if isinstance(w, torch.Tensor)],
+            upstream,
+            allow_unused=True,
+            retain_graph=True,
+        )
+        return {
+            name: (g if g is not None else torch.zeros_like(w)).detach()
+            for name, g, w in zip(names, grads, wanting, strict=True)
+            if isinstance(w, torch.Tensor)
+        }
+
+    def random_upstream() -> tuple[torch.Tensor, ...]:
+        return tuple(
+            torch.randn(o.shape, dtype=torch.float64, generator=generator).to(o.dtype)
+            for o in outputs
+        )
+
+    upstream, upstream_other = random_upstream(), random_upstream()
     tolerance = (
         exercise.tolerances.float32 if dtype == torch.float32 else exercise.tolerances.float64
     )
@@ -160,6 +175,8 @@ def _run(
         args=tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args),
         expected_outputs=tuple(o.detach() for o in outputs),
         upstream=upstream,
-        expected_grads=expected_grads,
+        expected_grads=gradients(upstream),
         tolerance=tolerance,
+        upstream_other=upstream_other,
+        expected_grads_other=gradients(upstream_other),
     )

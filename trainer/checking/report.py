@@ -12,9 +12,16 @@ from typing import Any
 STAGE_TITLES = {
     "load": "Load and structure",
     "forward": "Forward parity",
+    "contract": "Backward contract",
     "backward": "Backward parity",
+    "kinks": "Kink points",
+    "stability": "Stability",
     "gradcheck": "gradcheck (float64)",
+    "double_backward": "Double backward",
+    "cuda": "CUDA",
 }
+# Stages a pass cannot do without; the others may be skipped (no GPU, say).
+REQUIRED_STAGES = ("load", "forward", "backward", "gradcheck")
 
 
 class Verdict(str, Enum):
@@ -30,6 +37,8 @@ class StageResult:
     message: str
     details: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    # The classic mistake the failure looks like: mistake, input, text, view.
+    diagnosis: dict[str, Any] | None = None
 
     @property
     def title(self) -> str:
@@ -46,10 +55,16 @@ class CheckReport:
     seconds: float = 0.0
     # The tail of what the learner's code printed, shown when a stage fails.
     output: str = ""
+    notes: list[str] = field(default_factory=list)  # advice that does not fail the check
 
     @property
     def passed(self) -> bool:
-        return bool(self.stages) and all(s.verdict is Verdict.PASS for s in self.stages)
+        verdicts = {s.id: s.verdict for s in self.stages}
+        return (
+            bool(self.stages)
+            and all(v is not Verdict.FAIL for v in verdicts.values())
+            and all(verdicts.get(stage) is Verdict.PASS for stage in REQUIRED_STAGES)
+        )
 
     @property
     def first_failure(self) -> StageResult | None:

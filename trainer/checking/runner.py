@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import IO, Any
 
 import trainer
-from trainer.checking.report import STAGE_TITLES, CheckReport, StageResult, Verdict
+from trainer.checking.report import (
+    REQUIRED_STAGES,
+    STAGE_TITLES,
+    CheckReport,
+    StageResult,
+    Verdict,
+)
 from trainer.errors import TrainerError
 from trainer.spec import Exercise
 
@@ -33,22 +39,48 @@ OUTPUT_TAIL = 4000  # characters of the learner's printed output kept for the re
 
 @dataclass
 class _Collected:
+    stage_ids: list[str] = field(default_factory=lambda: list(REQUIRED_STAGES))
     stages: dict[str, StageResult] = field(default_factory=dict)
     current: str | None = None
     ready: bool = False
     done: bool = False
     error: str | None = None
     output: str = ""
+    notes: list[str] = field(default_factory=list)
 
 
-def _child_env() -> dict[str, str]:
+MARKER = "TRAINER_CHECK_ID"
+
+
+def _child_env(marker: str) -> dict[str, str]:
     env = dict(os.environ)
+    # Inherited by every process the learner's code starts, even in a new
+    # session: after the check, whatever carries it is ended.
+    env[MARKER] = marker
     # The child must import this very package, installed or not.
     package_root = str(Path(trainer.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.setdefault("OMP_NUM_THREADS", "1")
     return env
+
+
+def _kill_marked(marker: str) -> None:
+    """End every process whose environment carries this check's marker (Linux)."""
+    needle = f"{MARKER}={marker}".encode()
+    for _ in range(3):  # a process may start another while we look
+        found = False
+        for entry in Path("/proc").glob("[0-9]*"):
+            try:
+                environment = (entry / "environ").read_bytes()
+            except OSError:
+                continue
+            if needle in environment.split(b"\0"):
+                found = True
+                with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
+                    os.kill(int(entry.name), signal.SIGKILL)
+        if not found:
+            return
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
@@ -63,20 +95,27 @@ def _handle(message: dict[str, Any], collected: _Collected) -> None:
     kind = message.get("type")
     if kind == "ready":
         collected.ready = True
+        stages = message.get("stages")
+        if isinstance(stages, list) and all(s in STAGE_TITLES for s in stages):
+            collected.stage_ids = [str(s) for s in stages]
     elif kind == "error":
         collected.error = str(message.get("message"))
     elif kind == "stage-start":
         collected.current = str(message["stage"])
     elif kind == "stage-end":
         stage = str(message["stage"])
+        diagnosis = message.get("diagnosis")
         collected.stages[stage] = StageResult(
             id=stage,
-            verdict=Verdict.PASS if message.get("passed") is True else Verdict.FAIL,
+            verdict=Verdict(message.get("verdict", "fail")),
             message=str(message.get("message", "")),
             details=[str(d) for d in message.get("details", [])],
             seconds=float(message.get("seconds", 0.0)),
+            diagnosis=diagnosis if isinstance(diagnosis, dict) else None,
         )
         collected.current = None
+    elif kind == "note":
+        collected.notes.append(str(message.get("text", "")))
     elif kind == "done":
         collected.done = True
 
@@ -109,6 +148,7 @@ def run_check(
     else:
         not_text = ""
     token = secrets.token_hex(16)
+    marker = secrets.token_hex(8)
     if not_text:
         stages = [StageResult("load", Verdict.FAIL, not_text)]
         return _report(exercise, file, raw, seed, stages, started, "")
@@ -130,20 +170,22 @@ def run_check(
         stderr=subprocess.STDOUT,
         pass_fds=(result_write,),
         cwd=str(file.resolve().parent),
-        env=_child_env(),
+        env=_child_env(marker),
         start_new_session=True,  # its own process group: a timeout ends every descendant
     )
     os.close(result_write)
     collected = _Collected()
     try:
-        _feed_job(process, job)
+        _feed_job(process, job, token)
         timed_out = _collect(process, result_read, token, collected, started + timeout)
     except BaseException:
-        _kill_group(process)
+        if process.stdout is not None:
+            process.stdout.close()
         raise
     finally:
         os.close(result_read)
-    _kill_group(process)  # whatever the learner's code left running ends with the check
+        _kill_group(process)  # whatever the learner's code left running ends with the check
+        _kill_marked(marker)
     if process.stdout is not None:
         process.stdout.close()
 
@@ -156,14 +198,18 @@ def run_check(
             + (f"\n{tail}" if tail else "")
         )
     stages = _stages(collected, timed_out, timeout, process.returncode)
-    return _report(exercise, file, raw, seed, stages, started, collected.output[-OUTPUT_TAIL:])
+    report = _report(exercise, file, raw, seed, stages, started, collected.output[-OUTPUT_TAIL:])
+    report.notes = collected.notes
+    return report
 
 
-def _feed_job(process: subprocess.Popen[bytes], job: dict[str, Any]) -> None:
+def _feed_job(process: subprocess.Popen[bytes], job: dict[str, Any], token: str) -> None:
     stdin: IO[bytes] | None = process.stdin
     assert stdin is not None
+    data = json.dumps(job).encode()
     try:
-        stdin.write(json.dumps(job).encode())
+        # The child reads the job, starts the learner's process, then the token.
+        stdin.write(f"{len(data)}\n".encode() + data + f"{token}\n".encode())
         stdin.close()
     except BrokenPipeError:
         pass  # the child died at once; its exit code tells the story
@@ -176,9 +222,11 @@ def _collect(
     collected: _Collected,
     deadline: float,
 ) -> bool:
-    """Read results and output until ``done``, the end of the pipe, or the deadline.
+    """Read results and output until ``done``, the end of the result pipe, or the deadline.
 
-    Returns True when the deadline passed first.
+    Returns True when the deadline passed first. The output pipe may stay open
+    after the child ends (a process the learner started holds it): it is read
+    along the way, never waited for.
     """
     assert process.stdout is not None
     output_fd = process.stdout.fileno()
@@ -186,30 +234,31 @@ def _collect(
     selector.register(result_read, selectors.EVENT_READ, "result")
     selector.register(output_fd, selectors.EVENT_READ, "output")
     pending = b""
-    open_streams = 2
+    result_open = True
     try:
-        while open_streams and not collected.done:
+        while result_open and not collected.done:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return True
             for key, _ in selector.select(timeout=remaining):
-                fd = key.fd
-                chunk = os.read(fd, 65536)
-                if not chunk:
-                    selector.unregister(fd)
-                    open_streams -= 1
-                    continue
+                chunk = os.read(key.fd, 65536)
                 if key.data == "output":
+                    if not chunk:
+                        selector.unregister(key.fd)
                     collected.output = (collected.output + chunk.decode("utf-8", "replace"))[
                         -OUTPUT_TAIL * 4 :
                     ]
                     continue
+                if not chunk:
+                    result_open = False
+                    break
                 pending += chunk
                 *lines, pending = pending.split(b"\n")
                 for line in lines:
                     message = _parse(line, token)
                     if message is not None:
                         _handle(message, collected)
+        _drain_output(selector, output_fd, collected)
     finally:
         selector.close()
     if not collected.done:
@@ -217,6 +266,19 @@ def _collect(
         with contextlib.suppress(subprocess.TimeoutExpired):
             process.wait(timeout=max(0.1, min(2.0, deadline - time.monotonic())))
     return False
+
+
+def _drain_output(selector: selectors.BaseSelector, output_fd: int, collected: _Collected) -> None:
+    """Whatever output is already waiting, without blocking."""
+    if output_fd not in selector.get_map():
+        return
+    for _ in range(64):
+        if not selector.select(timeout=0):
+            return
+        chunk = os.read(output_fd, 65536)
+        if not chunk:
+            return
+        collected.output = (collected.output + chunk.decode("utf-8", "replace"))[-OUTPUT_TAIL * 4 :]
 
 
 def _parse(line: bytes, token: str) -> dict[str, Any] | None:
@@ -235,32 +297,25 @@ def _stages(
     collected: _Collected, timed_out: bool, timeout: float, returncode: int | None
 ) -> list[StageResult]:
     stages: list[StageResult] = []
-    blocked_by: str | None = None
-    for stage in STAGE_TITLES:
+    stopped = False
+    for stage in collected.stage_ids:
         if stage in collected.stages:
-            result = collected.stages[stage]
-            stages.append(result)
-            if stage == "load" and result.verdict is Verdict.FAIL:
-                blocked_by = "load failed"
+            stages.append(collected.stages[stage])
             continue
-        if stage == collected.current or (
-            collected.current is None and blocked_by is None and not collected.done
-        ):
-            if timed_out:
-                message = (
-                    f"timed out after {timeout:g} s during {STAGE_TITLES[stage].lower()}: "
-                    "an endless loop? (raise the limit with --timeout)"
-                )
-            else:
-                how = _exit_description(returncode) if returncode is not None else "ended"
-                message = f"the checking process {how} during {STAGE_TITLES[stage].lower()}"
-                if returncode == 0:
-                    message += " (did your code call os._exit?)"
-            stages.append(StageResult(stage, Verdict.FAIL, message))
-            blocked_by = "the check stopped"
+        if stopped or collected.done:
+            stages.append(StageResult(stage, Verdict.SKIP, "skipped: the check stopped"))
             continue
-        reason = blocked_by or "not run"
-        stages.append(StageResult(stage, Verdict.SKIP, f"skipped: {reason}"))
+        # The first stage without a result is the one that was running.
+        if timed_out:
+            message = (
+                f"timed out after {timeout:g} s during {STAGE_TITLES[stage].lower()}: "
+                "an endless loop? (raise the limit with --timeout)"
+            )
+        else:
+            how = _exit_description(returncode) if returncode is not None else "ended"
+            message = f"the checking process {how} during {STAGE_TITLES[stage].lower()}"
+        stages.append(StageResult(stage, Verdict.FAIL, message))
+        stopped = True
     return stages
 
 

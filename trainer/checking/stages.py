@@ -1,12 +1,14 @@
-"""The stages after loading: forward parity, backward parity and gradcheck.
+"""The stages of a check, run in the checking process on the learner's answers.
 
-Each stage returns a :class:`StageOutcome` (a verdict and words for the
-learner); an exception from the learner's code is part of the verdict, never a
-crash of the checker.
+Each stage returns a :class:`StageOutcome`: a verdict and words for the
+learner. The learner's code runs in the sandbox; here ``function_class`` is the
+proxy whose forward and backward are the learner's, so torch's autograd and
+``gradcheck`` below are the checker's own, untouched.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,205 +19,211 @@ import torch
 from torch.autograd.gradcheck import GradcheckError
 
 from trainer.checking.compare import compare_tensor, shape_text
-from trainer.checking.learner import describe_exception, learner_traceback, raised_in
+from trainer.checking.diagnosis import diagnose, view_lines
+from trainer.checking.learner import NOT_WRITTEN, describe_exception
 from trainer.checking.plan import Plan, Run
+from trainer.checking.proxy import LearnerFault, LearnerProcessEnded, Sandbox, forward_outputs
 from trainer.spec import Exercise
 
-# Kept before any learner code runs, so a patched torch cannot change a verdict.
-_autograd_grad = torch.autograd.grad
-_gradcheck = torch.autograd.gradcheck
-_zeros_like = torch.zeros_like
-
-
-_NOT_WRITTEN = " is not written yet"
-
-
-def _apply(function_class: type[torch.autograd.Function], args: list[object]) -> object:
-    apply: Callable[..., object] = function_class.apply
-    return apply(*args)
+PASS, FAIL, SKIP = "pass", "fail", "skip"
 
 
 @dataclass
 class StageOutcome:
-    passed: bool
+    verdict: str
     message: str
     details: list[str] = field(default_factory=list)
+    diagnosis: dict[str, Any] | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == PASS
 
 
 @dataclass
-class _Failure:
-    run: Run
+class Failure:
+    """One run that went wrong, with what to tell the learner."""
+
+    run: Run | None
     message: str
     details: list[str] = field(default_factory=list)
+    diagnosis: dict[str, Any] | None = None
 
     @property
     def same_for_every_run(self) -> bool:
-        return _NOT_WRITTEN in self.message.split(":")[0]
+        return NOT_WRITTEN in self.message.split(":")[0]
 
 
-def _summarise(failures: list[_Failure], total: int, success: str) -> StageOutcome:
+def summarise(failures: list[Failure], total: int, success: str) -> StageOutcome:
+    """Pass with ``success``, or fail with the first failure and how many runs failed."""
     if not failures:
-        return StageOutcome(True, success)
+        return StageOutcome(PASS, success)
     first = failures[0]
-    if first.same_for_every_run:
-        return StageOutcome(False, first.message)
+    if first.same_for_every_run or first.run is None:
+        return StageOutcome(FAIL, first.message, list(first.details), first.diagnosis)
     message = f"{first.message} (for {first.run.label})"
     details = list(first.details)
     if len(failures) == total and total > 1:
         details.append(f"fails in all {total} runs")
     elif len(failures) > 1:
-        others = "; ".join(f.run.label for f in failures[1:4])
+        others = "; ".join(f.run.label for f in failures[1:4] if f.run is not None)
         more = f" and {len(failures) - 4} more" if len(failures) > 4 else ""
         details.append(f"also fails for {others}{more} ({len(failures)} of {total} runs)")
-    return StageOutcome(False, message, details)
+    return StageOutcome(FAIL, message, details, first.diagnosis)
 
 
-def _nonempty(*lines: str) -> list[str]:
-    return [line for line in lines if line]
-
-
-def explain_learner_error(error: BaseException, path: Path, during: str) -> tuple[str, list[str]]:
-    """Words for an exception that came out of the learner's forward or backward."""
-    frames = learner_traceback(error, path)
-    for method in ("backward", "forward"):
-        if isinstance(error, NotImplementedError) and raised_in(error, path, method):
-            return (
-                f"{method}(){_NOT_WRITTEN}: it still raises NotImplementedError. "
-                f"Write it in {path.name}, then run `trainer check` again.",
-                [],
-            )
-    if isinstance(error, SystemExit):
-        return f"your code called sys.exit({error.code!r}) during {during}", frames
-    if isinstance(error, RecursionError):
-        return f"{during} recursed without end (RecursionError)", frames[-4:]
-    if frames:
-        return f"{during} raised {describe_exception(error)}", frames
-    # Raised by torch itself, after the learner's method returned.
+def explain(error: BaseException, during: str) -> tuple[str, list[str]]:
+    """Words for an exception that came out of a call of the learner's code."""
+    if isinstance(error, LearnerFault):
+        return error.message, error.details
+    # Raised by torch here, on what the learner's method returned.
     if during == "backward":
         return f"autograd rejected what backward returned: {describe_exception(error)}", []
-    if during == "forward":
-        return f"torch rejected what forward did: {describe_exception(error)}", []
-    return f"{during} raised {describe_exception(error)}", []
+    return f"{during} failed: {describe_exception(error)}", []
 
 
-def _outputs(result: object, exercise: Exercise) -> tuple[torch.Tensor, ...] | str:
-    """The learner's forward result as a tuple of tensors, or why it cannot be one."""
-    if exercise.outputs == 1:
-        if isinstance(result, torch.Tensor):
-            return (result,)
-        if isinstance(result, tuple | list):
-            return f"forward returned a {type(result).__name__} of {len(result)} values; expected one tensor"
-        return f"forward returned a {type(result).__name__}; expected a tensor"
-    if not isinstance(result, tuple | list) or len(result) != exercise.outputs:
-        return f"forward must return {exercise.outputs} tensors as a tuple"
-    for index, item in enumerate(result):
-        if not isinstance(item, torch.Tensor):
-            return f"forward's output {index} is a {type(item).__name__}, not a tensor"
-    return tuple(result)
+def apply(function_class: type[torch.autograd.Function], args: list[object]) -> object:
+    call: Callable[..., object] = function_class.apply
+    return call(*args)
 
 
-def _output_name(exercise: Exercise, index: int) -> str:
+def output_name(exercise: Exercise, index: int) -> str:
     return "the output" if exercise.outputs == 1 else f"output {index}"
 
 
-def _call_forward(
-    function_class: type[torch.autograd.Function], run: Run, exercise: Exercise, path: Path
-) -> tuple[list[object], tuple[torch.Tensor, ...]] | _Failure:
+def call_forward(
+    function_class: type[torch.autograd.Function], run: Run, exercise: Exercise
+) -> tuple[list[object], tuple[torch.Tensor, ...]] | Failure:
     args = run.fresh_args()
     try:
-        result = _apply(function_class, args)
-    except BaseException as error:  # the learner's code may raise anything
-        message, details = explain_learner_error(error, path, "forward")
-        return _Failure(run, message, details)
-    outputs = _outputs(result, exercise)
-    if isinstance(outputs, str):
-        return _Failure(run, outputs)
-    if any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
-        for output in outputs:
-            forward_class = getattr(type(output.grad_fn), "_forward_cls", None)
-            if output.requires_grad and forward_class is not function_class:
-                return _Failure(
-                    run,
-                    f"the output was not produced by `{function_class.__name__}.apply`: "
-                    "its gradient would not come from your backward",
-                )
+        outputs = forward_outputs(apply(function_class, args), exercise)
+    except Exception as error:  # a learner's fault, or torch rejecting its result
+        message, details = explain(error, "forward")
+        return Failure(run, message, details)
     return args, outputs
 
 
 def forward_stage(
     function_class: type[torch.autograd.Function], plan: Plan, exercise: Exercise, path: Path
 ) -> StageOutcome:
-    failures: list[_Failure] = []
+    failures: list[Failure] = []
     for run in plan.runs:
-        called = _call_forward(function_class, run, exercise, path)
-        if isinstance(called, _Failure):
+        called = call_forward(function_class, run, exercise)
+        if isinstance(called, Failure):
             failures.append(called)
             continue
-        _, outputs = called
-        for index, (expected, got) in enumerate(zip(run.expected_outputs, outputs, strict=True)):
-            mismatch = compare_tensor(_output_name(exercise, index), expected, got, run.tolerance)
+        for index, (expected, got) in enumerate(zip(run.expected_outputs, called[1], strict=True)):
+            mismatch = compare_tensor(output_name(exercise, index), expected, got, run.tolerance)
             if mismatch:
-                failures.append(_Failure(run, mismatch.summary, _nonempty(mismatch.detail)))
+                failures.append(Failure(run, mismatch.summary, _lines(mismatch.detail)))
                 break
-    return _summarise(
+    return summarise(
         failures,
         len(plan.runs),
         f"matches `{exercise.reference}` on {len(plan.runs)} runs (float32 and float64)",
     )
 
 
-def _learner_gradients(
-    function_class: type[torch.autograd.Function], run: Run, exercise: Exercise, path: Path
-) -> dict[str, torch.Tensor | None] | _Failure:
-    called = _call_forward(function_class, run, exercise, path)
-    if isinstance(called, _Failure):
-        return called
-    args, outputs = called
+def learner_gradients(
+    function_class: type[torch.autograd.Function],
+    run: Run,
+    exercise: Exercise,
+    upstream: tuple[torch.Tensor, ...] | None = None,
+    requires_grad: set[str] | None = None,
+    args: list[object] | None = None,
+) -> dict[str, torch.Tensor | None] | Failure:
+    """The learner's gradients through autograd, as a training loop would get them."""
+    names = (
+        run.grad_names()
+        if requires_grad is None
+        else [n for n in run.grad_names() if n in requires_grad]
+    )
+    if args is None:
+        args = run.fresh_args()
+    for param, value in zip(run.params, args, strict=True):
+        if isinstance(value, torch.Tensor) and value.is_leaf:
+            value.requires_grad_(param.name in names)
+    try:
+        outputs = forward_outputs(apply(function_class, args), exercise)
+    except Exception as error:  # a learner's fault, or torch rejecting its result
+        message, details = explain(error, "forward")
+        return Failure(run, message, details)
     for index, (expected, got) in enumerate(zip(run.expected_outputs, outputs, strict=True)):
         if got.shape != expected.shape:
-            return _Failure(
+            return Failure(
                 run,
-                f"cannot compare gradients: {_output_name(exercise, index)} of forward has shape "
+                f"cannot compare gradients: {output_name(exercise, index)} of forward has shape "
                 f"{shape_text(got.shape)}, expected {shape_text(expected.shape)} (see Forward parity)",
             )
-    names = run.grad_names()
     wanting = [a for a, p in zip(args, run.params, strict=True) if p.name in names]
     try:
-        grads = _autograd_grad(
+        grads = torch.autograd.grad(
             outputs,
             [w for w in wanting if isinstance(w, torch.Tensor)],
-            run.upstream,
+            upstream if upstream is not None else run.upstream,
             allow_unused=True,
         )
-    except BaseException as error:  # the learner's backward may raise anything
-        message, details = explain_learner_error(error, path, "backward")
-        return _Failure(run, message, details)
+    except Exception as error:  # a learner's fault, or autograd rejecting its result
+        message, details = explain(error, "backward")
+        return Failure(run, message, details)
     return dict(zip(names, grads, strict=True))
+
+
+def compare_gradients(
+    function_class: type[torch.autograd.Function],
+    run: Run,
+    exercise: Exercise,
+    grads: dict[str, torch.Tensor | None],
+    expected: dict[str, torch.Tensor],
+    diagnose_mistake: bool = True,
+) -> Failure | None:
+    """The first input whose gradient is wrong, with the classic mistake it looks like."""
+    for name, got in grads.items():
+        if got is None:
+            return Failure(run, f"backward returned None for `{name}`, which requires grad")
+        mismatch = compare_tensor(f"grad for `{name}`", expected[name], got, run.tolerance)
+        if not mismatch:
+            continue
+        details = _lines(mismatch.detail)
+        if not diagnose_mistake or got.shape != expected[name].shape:
+            return Failure(run, mismatch.summary, details)
+        # Ask again with another upstream gradient: a backward that ignores
+        # grad_output gives the same answer twice.
+        other = learner_gradients(function_class, run, exercise, upstream=run.upstream_other)
+        got_other = other.get(name) if isinstance(other, dict) else None
+        found = diagnose(
+            name,
+            expected[name],
+            got,
+            expected_other=run.expected_grads_other[name],
+            got_other=got_other,
+            rtol=max(run.tolerance.rtol * 100, 1e-4),
+            atol=max(run.tolerance.atol * 100, 1e-6),
+        )
+        summary = mismatch.summary
+        details = [f"largest errors ({mismatch.allowed}):", *view_lines(found)]
+        if found.mistake == "unknown":
+            details.insert(0, found.text[0].upper() + found.text[1:] + ".")
+        else:
+            summary += f": {found.text}"
+        return Failure(run, summary, details, found.to_dict())
+    return None
 
 
 def backward_stage(
     function_class: type[torch.autograd.Function], plan: Plan, exercise: Exercise, path: Path
 ) -> StageOutcome:
-    failures: list[_Failure] = []
+    failures: list[Failure] = []
     for run in plan.runs:
-        grads = _learner_gradients(function_class, run, exercise, path)
-        if isinstance(grads, _Failure):
+        grads = learner_gradients(function_class, run, exercise)
+        if isinstance(grads, Failure):
             failures.append(grads)
             continue
-        for name, got in grads.items():
-            if got is None:
-                failures.append(
-                    _Failure(run, f"backward returned None for `{name}`, which requires grad")
-                )
-                break
-            mismatch = compare_tensor(
-                f"grad for `{name}`", run.expected_grads[name], got, run.tolerance
-            )
-            if mismatch:
-                failures.append(_Failure(run, mismatch.summary, _nonempty(mismatch.detail)))
-                break
+        failure = compare_gradients(function_class, run, exercise, grads, run.expected_grads)
+        if failure:
+            failures.append(failure)
     names = ", ".join(f"`{n}`" for n in plan.runs[0].grad_names())
-    return _summarise(
+    return summarise(
         failures,
         len(plan.runs),
         f"gradients for {names} match autograd of `{exercise.reference}` on {len(plan.runs)} runs "
@@ -230,7 +238,7 @@ def gradcheck_stage(
     function_class: type[torch.autograd.Function], plan: Plan, exercise: Exercise, path: Path
 ) -> StageOutcome:
     tolerances = exercise.tolerances
-    failures: list[_Failure] = []
+    failures: list[Failure] = []
     runs = plan.gradcheck_runs
     for run in runs:
         args = run.fresh_args()
@@ -246,10 +254,10 @@ def gradcheck_stage(
             call = list(args)
             for position, tensor in zip(positions, tensors, strict=True):
                 call[position] = tensor
-            return _apply(function_class, call)
+            return apply(function_class, call)
 
         try:
-            _gradcheck(
+            torch.autograd.gradcheck(
                 function,
                 inputs,
                 eps=tolerances.gradcheck_eps,
@@ -259,10 +267,10 @@ def gradcheck_stage(
             )
         except GradcheckError as error:
             failures.append(_gradcheck_failure(error, run, names, function, inputs, exercise))
-        except BaseException as error:  # the learner's code may raise anything
-            message, details = explain_learner_error(error, path, "gradcheck")
-            failures.append(_Failure(run, message, details))
-    return _summarise(
+        except Exception as error:  # a learner's fault, or torch rejecting its result
+            message, details = explain(error, "gradcheck")
+            failures.append(Failure(run, message, details))
+    return summarise(
         failures,
         len(runs),
         f"analytical and numerical Jacobians agree on {len(runs)} float64 runs "
@@ -276,25 +284,25 @@ def _gradcheck_failure(
     run: Run,
     names: list[str],
     function: Callable[..., object],
-    inputs: tuple[object, ...],
+    inputs: tuple[torch.Tensor, ...],
     exercise: Exercise,
-) -> _Failure:
+) -> Failure:
     text = str(error)
     match = _MISMATCH.search(text)
     if not match:
-        return _Failure(run, f"gradcheck failed: {text.splitlines()[0]}")
+        return Failure(run, f"gradcheck failed: {text.splitlines()[0]}")
     output_index, input_index = int(match.group(1)), int(match.group(2))
     name = names[input_index] if input_index < len(names) else f"input {input_index}"
     message = f"your backward disagrees with finite differences of your forward for `{name}`"
     if exercise.outputs > 1:
-        message += f" ({_output_name(exercise, output_index)})"
+        message += f" ({output_name(exercise, output_index)})"
     worst = _worst_jacobian_entry(function, inputs, output_index, input_index, name, exercise)
-    return _Failure(run, message, [worst] if worst else [])
+    return Failure(run, message, _lines(worst or ""))
 
 
 def _worst_jacobian_entry(
     function: Callable[..., object],
-    inputs: tuple[object, ...],
+    inputs: tuple[torch.Tensor, ...],
     output_index: int,
     input_index: int,
     input_name: str,
@@ -302,9 +310,7 @@ def _worst_jacobian_entry(
 ) -> str | None:
     """Where the analytical and numerical Jacobians differ most, as one line."""
     eps = exercise.tolerances.gradcheck_eps
-    tensors = [
-        t.detach().clone().requires_grad_(True) for t in inputs if isinstance(t, torch.Tensor)
-    ]
+    tensors = [t.detach().clone().requires_grad_(True) for t in inputs]
     target = tensors[input_index]
     try:
         result = function(*tensors)
@@ -314,9 +320,9 @@ def _worst_jacobian_entry(
             return None
         analytical = torch.zeros(output.numel(), target.numel(), dtype=torch.float64)
         for row in range(output.numel()):
-            seed = _zeros_like(output).reshape(-1)
+            seed = torch.zeros_like(output).reshape(-1)
             seed[row] = 1.0
-            (grad,) = _autograd_grad(
+            (grad,) = torch.autograd.grad(
                 output, target, seed.reshape(output.shape), retain_graph=True, allow_unused=True
             )
             if grad is not None:
@@ -332,7 +338,7 @@ def _worst_jacobian_entry(
                     values = value if isinstance(value, tuple | list) else (value,)
                     shifted.append(values[output_index].reshape(-1).to(torch.float64))
                 numerical[:, column] = (shifted[0] - shifted[1]) / (2 * eps)
-    except BaseException:  # a diagnosis is optional; the verdict stands without it
+    except Exception:  # a diagnosis is optional; the verdict stands without it
         return None
     gap = (analytical - numerical).abs()
     row, column = divmod(int(gap.argmax()), target.numel())
@@ -340,6 +346,83 @@ def _worst_jacobian_entry(
     in_index = [int(i) for i in torch.unravel_index(torch.tensor(column), target.shape)]
     name = "out" if exercise.outputs == 1 else f"out{output_index}"
     return (
-        f"largest gap at d{name}{out_index} / d{input_name}{in_index}: numerical {float(numerical[row, column]):.6g}, "
+        f"largest gap at d{name}{out_index} / d{input_name}{in_index}: "
+        f"numerical {float(numerical[row, column]):.6g}, "
         f"from your backward {float(analytical[row, column]):.6g}"
     )
+
+
+def _lines(*lines: str) -> list[str]:
+    return [line for line in lines if line]
+
+
+# -- running the stages ---------------------------------------------------------------------
+
+StageBody = Callable[[type[torch.autograd.Function], Plan, Exercise, Path], StageOutcome]
+Reporter = Callable[[str, Callable[[], StageOutcome]], StageOutcome]
+
+STAGES: list[tuple[str, StageBody]] = [
+    ("forward", forward_stage),
+    ("backward", backward_stage),
+    ("gradcheck", gradcheck_stage),
+]
+
+
+def stage_ids(exercise: Exercise) -> list[str]:
+    return ["load", *(stage for stage, _ in STAGES)]
+
+
+def run_stages(
+    exercise: Exercise,
+    plan: Plan,
+    sandbox: Sandbox,
+    function_class: type[torch.autograd.Function],
+    path: Path,
+    report: Reporter,
+) -> None:
+    """Run every stage in order, reporting each; later stages are skipped when they cannot run."""
+    loaded = report(
+        "load", functools.partial(_guarded, sandbox, functools.partial(_load, sandbox, exercise))
+    )
+    blocked = None if loaded.passed else "the file did not load"
+    for stage, body in STAGES:
+        if blocked is None and not sandbox.alive:
+            blocked = f"the process running your code {sandbox.ended}"
+        if blocked is not None:
+            report(stage, functools.partial(StageOutcome, SKIP, f"skipped: {blocked}"))
+            continue
+        run = functools.partial(body, function_class, plan, exercise, path)
+        report(stage, functools.partial(_guarded, sandbox, run))
+        if sandbox.alive:
+            sandbox.reset()
+
+
+def _load(sandbox: Sandbox, exercise: Exercise) -> StageOutcome:
+    reply = sandbox.load()
+    problem = reply.get("problem")
+    if isinstance(problem, dict):
+        details = problem.get("details", [])
+        return StageOutcome(
+            FAIL,
+            str(problem.get("message", "the file did not load")),
+            [str(d) for d in details] if isinstance(details, list) else [],
+        )
+    return StageOutcome(PASS, f"`{exercise.class_name}` found with static forward and backward")
+
+
+def _guarded(sandbox: Sandbox, body: Callable[[], StageOutcome]) -> StageOutcome:
+    """Run a stage; a dead learner process or a patch of torch turns it into a failure."""
+    already = len(sandbox.patched)
+    try:
+        outcome = body()
+    except LearnerProcessEnded as ended:
+        outcome = StageOutcome(FAIL, ended.message)
+    patched = sandbox.patched[already:]
+    if patched:
+        shown = ", ".join(f"`{name}`" for name in patched[:5])
+        return StageOutcome(
+            FAIL,
+            f"your code replaced {shown}. A solution must not patch torch or the checker; "
+            "the checker's own results are computed in another process anyway.",
+        )
+    return outcome

@@ -1,0 +1,188 @@
+"""Messages between the checker and the process that runs the learner's code.
+
+The learner's process is not trusted, so nothing it sends is unpickled: a
+message is a JSON header plus raw byte blobs for tensors, and every value a
+learner's method returns is described (a tensor, None, a number, a sequence,
+or "something else" with its type name) rather than rebuilt as an object.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+from typing import Any
+
+import torch
+
+MAX_MESSAGE = 512 * 1024 * 1024  # a reply larger than this is refused, not read
+
+_HEADER = struct.Struct("!II")  # header length, number of blobs
+_BLOB = struct.Struct("!Q")
+
+_DTYPES = {
+    str(d): d
+    for d in (
+        torch.float16,
+        torch.bfloat16,
+        torch.float32,
+        torch.float64,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.uint8,
+        torch.bool,
+        torch.complex64,
+        torch.complex128,
+    )
+}
+
+
+class WireError(Exception):
+    """The other side sent something that is not a valid message, or went away."""
+
+
+class PeerGone(WireError):
+    """End of file: the other process ended."""
+
+
+def encode(value: object, blobs: list[bytes], layout: str = "plain") -> dict[str, Any]:
+    """Describe ``value`` as JSON, appending tensor bytes to ``blobs``."""
+    if isinstance(value, torch.Tensor):
+        data = value.detach().to("cpu").contiguous().reshape(-1)
+        # Bytes, whatever the dtype (numpy has no bfloat16).
+        raw = data if data.dtype == torch.bool else data.view(torch.uint8)
+        blobs.append(raw.numpy().tobytes() if data.numel() else b"")
+        return {
+            "t": "tensor",
+            "dtype": str(value.dtype),
+            "shape": list(value.shape),
+            "device": str(value.device),
+            "blob": len(blobs) - 1,
+            "layout": layout,
+        }
+    if value is None:
+        return {"t": "none"}
+    if isinstance(value, bool | int | float) and type(value) in (bool, int, float):
+        return {"t": "scalar", "kind": type(value).__name__, "value": value}
+    if isinstance(value, tuple | list):
+        return {"t": type(value).__name__, "items": [encode(v, blobs) for v in value]}
+    kind = type(value)
+    return {"t": "other", "type": f"{kind.__module__}.{kind.__qualname__}".replace("builtins.", "")}
+
+
+def decode(item: Any, blobs: list[bytes]) -> object:
+    """Rebuild a value described by :func:`encode`; "other" values become :class:`Opaque`."""
+    if not isinstance(item, dict):
+        raise WireError("a value is not an object")
+    kind = item.get("t")
+    if kind == "tensor":
+        return _decode_tensor(item, blobs)
+    if kind == "none":
+        return None
+    if kind == "scalar":
+        value = item.get("value")
+        if type(value) not in (bool, int, float):
+            raise WireError("a scalar is not a number")
+        return value
+    if kind in ("tuple", "list"):
+        items = item.get("items")
+        if not isinstance(items, list):
+            raise WireError("a sequence has no items")
+        decoded = [decode(i, blobs) for i in items]
+        return tuple(decoded) if kind == "tuple" else decoded
+    if kind == "other":
+        return Opaque(str(item.get("type", "object")))
+    raise WireError(f"unknown value kind {kind!r}")
+
+
+class Opaque:
+    """A value the learner's code returned that is neither a tensor, None, a number nor a sequence."""
+
+    def __init__(self, type_name: str) -> None:
+        self.type_name = type_name
+
+    def __repr__(self) -> str:
+        return f"<{self.type_name}>"
+
+
+def _decode_tensor(item: dict[str, Any], blobs: list[bytes]) -> torch.Tensor:
+    dtype = _DTYPES.get(str(item.get("dtype")))
+    shape = item.get("shape")
+    index = item.get("blob")
+    if dtype is None or not isinstance(shape, list) or not isinstance(index, int):
+        raise WireError("a tensor has no valid dtype, shape or data")
+    if not all(isinstance(d, int) and d >= 0 for d in shape) or not 0 <= index < len(blobs):
+        raise WireError("a tensor has an invalid shape or data index")
+    blob = blobs[index]
+    numel = 1
+    for d in shape:
+        numel *= d
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    if len(blob) != numel * itemsize:
+        raise WireError("a tensor's data does not match its shape")
+    if numel == 0:
+        tensor = torch.empty(shape, dtype=dtype)
+    elif dtype == torch.bool:
+        tensor = torch.frombuffer(bytearray(blob), dtype=torch.uint8).to(torch.bool).reshape(shape)
+    else:
+        tensor = torch.frombuffer(bytearray(blob), dtype=dtype).reshape(shape)
+    return _apply_layout(tensor, str(item.get("layout", "plain")))
+
+
+def _apply_layout(tensor: torch.Tensor, layout: str) -> torch.Tensor:
+    """Rebuild the memory layout the checker asked for: the values stay the same."""
+    if layout == "strided" and tensor.numel() > 1:
+        # Every other element of a buffer twice as large: not contiguous.
+        buffer = torch.zeros((*tensor.shape, 2), dtype=tensor.dtype)
+        buffer[..., 0] = tensor
+        return buffer[..., 0]
+    if layout == "expanded" and tensor.numel() > 0:
+        # What `y.sum().backward()` hands down: one value, stride 0 everywhere.
+        return tensor.reshape(-1)[:1].reshape(()).expand(tensor.shape)
+    return tensor
+
+
+def send(fd: int, header: dict[str, Any], blobs: list[bytes]) -> None:
+    head = json.dumps(header).encode()
+    parts = [_HEADER.pack(len(head), len(blobs)), head]
+    for blob in blobs:
+        parts += [_BLOB.pack(len(blob)), blob]
+    data = memoryview(b"".join(parts))
+    while data:
+        written = os.write(fd, data)
+        data = data[written:]
+
+
+def _read_exact(fd: int, size: int) -> bytes:
+    chunks = []
+    remaining = size
+    while remaining:
+        chunk = os.read(fd, min(remaining, 1 << 20))
+        if not chunk:
+            raise PeerGone("the other process ended")
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def receive(fd: int) -> tuple[dict[str, Any], list[bytes]]:
+    head_size, count = _HEADER.unpack(_read_exact(fd, _HEADER.size))
+    if head_size > MAX_MESSAGE or count > 100_000:
+        raise WireError("a message is too large")
+    try:
+        header = json.loads(_read_exact(fd, head_size))
+    except ValueError as error:
+        raise WireError(f"a message header is not JSON: {error}") from None
+    if not isinstance(header, dict):
+        raise WireError("a message header is not an object")
+    blobs = []
+    total = head_size
+    for _ in range(count):
+        (size,) = _BLOB.unpack(_read_exact(fd, _BLOB.size))
+        total += size
+        if total > MAX_MESSAGE:
+            raise WireError("a message is too large")
+        blobs.append(_read_exact(fd, size))
+    return header, blobs
