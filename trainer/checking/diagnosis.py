@@ -30,7 +30,8 @@ EXPLANATIONS = {
     "transposed": "the gradient is transposed",
     "not_summed_over_batch": "the gradient is not summed over the batch dimension",
     "all_zeros": "the gradient is all zeros",
-    "unknown": "it matches none of the classic mistakes (missing grad_output, sign, constant factor, transpose, batch sum, zeros)",
+    "missing_mask": "the gradient flows where the function is flat: a mask is missing or wrong",
+    "unknown": "it matches none of the classic mistakes (missing grad_output, sign, constant factor, transpose, batch sum, zeros, mask)",
 }
 
 
@@ -109,6 +110,11 @@ def classify(
         return "no_grad_output", EXPLANATIONS["no_grad_output"]
     if _close(have, -want, rtol, atol):
         return "sign_flipped", EXPLANATIONS["sign_flipped"]
+    flat = want.abs() <= atol
+    if bool(flat.any()) and not bool(flat.all()):
+        right_where_sloped = _close(have[~flat], want[~flat], rtol, atol)
+        if right_where_sloped and float(have[flat].abs().max()) > atol:
+            return "missing_mask", EXPLANATIONS["missing_mask"]
     denominator = float((want * want).sum())
     if denominator > 0:
         factor = float((have * want).sum()) / denominator
