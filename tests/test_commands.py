@@ -105,7 +105,7 @@ def test_check_of_a_solved_scratch_file_passes_and_records_progress(isolated_wor
     (isolated_workspace / "sigmoid.py").write_text(_solution("sigmoid"))
     result = run_cli("check")
     assert result.exit_code == 0, result.stdout
-    assert "All 4 stages passed" in result.stdout
+    assert "All 5 stages passed" in result.stdout
     assert "trainer quiz sigmoid" in result.stdout  # not a terminal: says how to take it
     state = json.loads((isolated_workspace / ".trainer-state.json").read_text())
     assert state["exercises"]["sigmoid"]["passed"] is True
@@ -121,8 +121,15 @@ def test_check_json_prints_exactly_one_document_with_every_stage(isolated_worksp
     report = json.loads(result.stdout)
     assert report["exercise"] == "sigmoid"
     assert report["passed"] is False
-    assert [s["id"] for s in report["stages"]] == ["load", "forward", "backward", "gradcheck"]
-    assert [s["verdict"] for s in report["stages"]] == ["pass", "pass", "fail", "fail"]
+    assert [s["id"] for s in report["stages"]] == [
+        "load",
+        "forward",
+        "backward",
+        "contract",
+        "gradcheck",
+        "cuda",
+    ]
+    assert [s["verdict"] for s in report["stages"]][:5] == ["pass", "pass", "fail", "fail", "fail"]
     assert all(s["message"] for s in report["stages"])
 
 

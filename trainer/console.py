@@ -32,11 +32,12 @@ def is_interactive() -> bool:
 
 
 def error(message: str) -> None:
-    err.print(Text("error: ", style="bold red") + Text(message))
+    # soft_wrap: one line, whatever the width, so it can be grepped and copied.
+    err.print(Text("error: ", style="bold red") + Text(message), soft_wrap=True)
 
 
 def notice(message: str) -> None:
-    err.print(Text("note: ", style="bold yellow") + Text(message))
+    err.print(Text("note: ", style="bold yellow") + Text(message), soft_wrap=True)
 
 
 def print_json(document: str) -> None:
@@ -90,13 +91,18 @@ def check_report(report: CheckReport, exercise: Exercise) -> None:
             body.append("\n" + line, style="dim" if stage.verdict is not Verdict.FAIL else "")
         table.add_row(stage.title, Text(label, style=style), body)
     out.print(table)
+    for note in report.notes:
+        out.print(Text("note: ", style="bold yellow") + Text(note))
     failure = report.first_failure
     if failure is not None and report.output.strip():
         tail = "\n".join(report.output.rstrip().splitlines()[-15:])
         out.print(Panel(Text(tail), title="your code printed (last lines)", expand=False))
     if report.passed:
+        ran = [s for s in report.stages if s.verdict is Verdict.PASS]
+        skipped = len(report.stages) - len(ran)
+        extra = f" ({skipped} skipped)" if skipped else ""
         out.print(
-            f"[bold green]✔ All {len(report.stages)} stages passed[/] in {report.seconds:.1f} s."
+            f"[bold green]✔ All {len(ran)} stages passed[/]{extra} in {report.seconds:.1f} s."
         )
     elif failure is not None:
         failed = sum(s.verdict is Verdict.FAIL for s in report.stages)

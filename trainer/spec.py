@@ -20,7 +20,42 @@ from trainer.errors import SpecError
 
 FORMAT_VERSION = 1
 DIFFICULTIES = ("easy", "medium", "hard")
-STAGE_IDS = ("load", "forward", "backward", "gradcheck")
+STAGE_IDS = (
+    "load",
+    "forward",
+    "contract",
+    "backward",
+    "kinks",
+    "stability",
+    "gradcheck",
+    "double_backward",
+    "cuda",
+)
+# The classic mistakes the checker names (wrong_variants[].mistake, --json diagnosis.mistake).
+MISTAKES = (
+    "not_written",
+    "no_grad_output",
+    "sign_flipped",
+    "constant_factor",
+    "transposed",
+    "not_summed_over_batch",
+    "all_zeros",
+    "missing_mask",
+    "inverted_mask",
+    "wrong_count",
+    "grad_for_non_tensor",
+    "none_for_required",
+    "not_a_tensor",
+    "wrong_shape",
+    "wrong_dtype",
+    "in_place_grad_output",
+    "non_contiguous",
+    "needs_input_grad",
+    "kink_value",
+    "non_finite",
+    "unknown",
+)
+DTYPE_NAMES = ("float32", "float64")
 SCALAR_KINDS = ("float", "int", "bool")
 ID_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -102,6 +137,15 @@ class WrongVariant:
     file: str  # relative to solutions/wrong/<exercise id>/
     fails_at: str
     why: str
+    mistake: str | None = None  # the diagnosis the checker must name, when declared
+
+
+@dataclass(frozen=True)
+class StabilityProbe:
+    """Extreme inputs where the reference is finite: the learner's results must be too."""
+
+    dtype: str
+    values: Mapping[str, Any]  # nested lists of numbers for tensors, a value for scalars
 
 
 @dataclass(frozen=True)
@@ -123,6 +167,8 @@ class Exercise:
     wrong_variants: tuple[WrongVariant, ...] = ()
     notes: str = ""
     order: int = 100  # position among exercises of the same difficulty
+    stability: tuple[StabilityProbe, ...] = ()
+    double_backward: bool = False
     source: Path = field(default=Path("<memory>"), compare=False)
 
     @property
@@ -350,13 +396,44 @@ def _tolerances(node: _Node) -> Tolerances:
 
 
 def _wrong_variant(node: _Node) -> WrongVariant:
-    node.mapping(["file", "fails_at", "why"])
+    node.mapping(["file", "fails_at", "why"], ["mistake"])
     file = node.child("file").text(re.compile(r"^[A-Za-z0-9_\-]+\.py$"), "a file name like name.py")
     return WrongVariant(
         file=file,
         fails_at=node.child("fails_at").choice(STAGE_IDS),
         why=node.child("why").text(),
+        mistake=node.optional("mistake", lambda n: n.choice(MISTAKES), None),
     )
+
+
+def _numbers(node: _Node, depth: int = 0) -> Any:
+    """A number or a nested list of numbers (a tensor's values)."""
+    if isinstance(node.value, list):
+        if depth > 8 or not node.value:
+            raise node.fail("expected a number or a non-empty nested list of numbers")
+        return [_numbers(item, depth + 1) for item in node.items()]
+    if isinstance(node.value, str) and node.value in ("inf", "-inf", "nan"):
+        raise node.fail("probe values must be finite numbers")
+    return node.number()
+
+
+def _stability_probe(node: _Node, params: Sequence[Param]) -> StabilityProbe:
+    node.mapping(["dtype", "values"])
+    dtype = node.child("dtype").choice(DTYPE_NAMES)
+    values_node = node.child("values")
+    values_node.mapping([p.name for p in params])
+    values: dict[str, Any] = {}
+    for param in params:
+        item = values_node.child(param.name)
+        if isinstance(param, TensorParam):
+            values[param.name] = _numbers(item)
+        elif param.kind == "float":
+            values[param.name] = item.number()
+        elif param.kind == "int":
+            values[param.name] = item.integer()
+        else:
+            values[param.name] = item.boolean()
+    return StabilityProbe(dtype=dtype, values=values)
 
 
 _FIELDS_REQUIRED = (
@@ -374,7 +451,7 @@ _FIELDS_REQUIRED = (
     "quiz",
     "tolerances",
 )
-_FIELDS_OPTIONAL = ("outputs", "wrong_variants", "notes", "order")
+_FIELDS_OPTIONAL = ("outputs", "wrong_variants", "notes", "order", "stability", "double_backward")
 
 
 def exercise_from_mapping(data: object, file: str, source: Path | None = None) -> Exercise:
@@ -430,6 +507,12 @@ def exercise_from_mapping(data: object, file: str, source: Path | None = None) -
         ),
         notes=root.optional("notes", _Node.text, ""),
         order=root.optional("order", lambda n: n.integer(minimum=0), 100),
+        stability=root.optional(
+            "stability",
+            lambda n: tuple(_stability_probe(p, params) for p in n.items()),
+            cast(tuple[StabilityProbe, ...], ()),
+        ),
+        double_backward=root.optional("double_backward", _Node.boolean, False),
         source=source or Path(file),
     )
 

@@ -65,9 +65,9 @@ def main() -> None:
 
     import torch
 
-    from trainer.checking.plan import build_plan
+    from trainer.checking.plan import build_plan, reference_saved_bytes
     from trainer.checking.proxy import Sandbox, proxy_function
-    from trainer.checking.stages import StageOutcome, run_stages, stage_ids
+    from trainer.checking.stages import Checked, StageOutcome, run_stages, stage_ids
     from trainer.spec import load_exercise
 
     torch.set_num_threads(1)  # tiny tensors: threads cost more than they save
@@ -85,7 +85,8 @@ def main() -> None:
     sandbox = Sandbox.start(exercise, job["source"], path, close_in_child=[result_fd])
     token = _read_line(0).decode().strip()
     channel = Channel(result_fd, token)
-    channel.send(type="ready", stages=stage_ids(exercise))
+    double_backward = bool(job.get("double_backward"))
+    channel.send(type="ready", stages=stage_ids(exercise, double_backward))
 
     def report(stage: str, run: Callable[[], StageOutcome]) -> StageOutcome:
         channel.send(type="stage-start", stage=stage)
@@ -103,11 +104,21 @@ def main() -> None:
             message=outcome.message,
             details=outcome.details,
             diagnosis=outcome.diagnosis,
+            notes=outcome.notes,
             seconds=round(_monotonic() - started, 4),
         )
         return outcome
 
-    run_stages(exercise, plan, sandbox, proxy_function(sandbox, exercise), path, report)
+    checked = Checked(
+        function_class=proxy_function(sandbox, exercise),
+        plan=plan,
+        exercise=exercise,
+        path=path,
+        sandbox=sandbox,
+        reference_saved=reference_saved_bytes(exercise, plan, job.get("solution")),
+        double_backward=double_backward,
+    )
+    run_stages(checked, report)
     sandbox.stop()
     channel.send(type="done")
     try:

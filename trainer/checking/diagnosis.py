@@ -31,6 +31,7 @@ EXPLANATIONS = {
     "not_summed_over_batch": "the gradient is not summed over the batch dimension",
     "all_zeros": "the gradient is all zeros",
     "missing_mask": "the gradient flows where the function is flat: a mask is missing or wrong",
+    "inverted_mask": "the mask is inverted: the gradient flows exactly where it should be zero",
     "unknown": "it matches none of the classic mistakes (missing grad_output, sign, constant factor, transpose, batch sum, zeros, mask)",
 }
 
@@ -76,6 +77,7 @@ def classify(
     *,
     expected_other: torch.Tensor | None = None,
     got_other: torch.Tensor | None = None,
+    upstream: torch.Tensor | None = None,
     rtol: float = 1e-4,
     atol: float = 1e-6,
 ) -> tuple[str, str]:
@@ -110,6 +112,13 @@ def classify(
         return "no_grad_output", EXPLANATIONS["no_grad_output"]
     if _close(have, -want, rtol, atol):
         return "sign_flipped", EXPLANATIONS["sign_flipped"]
+    if (
+        upstream is not None
+        and upstream.shape == want.shape
+        and _close(have + want, upstream.detach().double(), rtol, atol)
+        and bool((want.abs() > atol).any())
+    ):
+        return "inverted_mask", EXPLANATIONS["inverted_mask"]
     flat = want.abs() <= atol
     if bool(flat.any()) and not bool(flat.all()):
         right_where_sloped = _close(have[~flat], want[~flat], rtol, atol)
@@ -139,11 +148,18 @@ def diagnose(
     *,
     expected_other: torch.Tensor | None = None,
     got_other: torch.Tensor | None = None,
+    upstream: torch.Tensor | None = None,
     rtol: float = 1e-4,
     atol: float = 1e-6,
 ) -> Diagnosis:
     mistake, text = classify(
-        expected, got, expected_other=expected_other, got_other=got_other, rtol=rtol, atol=atol
+        expected,
+        got,
+        expected_other=expected_other,
+        got_other=got_other,
+        upstream=upstream,
+        rtol=rtol,
+        atol=atol,
     )
     return Diagnosis(mistake=mistake, input=name, text=text, view=compact_view(expected, got))
 

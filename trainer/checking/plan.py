@@ -11,6 +11,8 @@ import builtins
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -37,10 +39,24 @@ class Run:
     # gives the same answer for both.
     upstream_other: tuple[torch.Tensor, ...]
     expected_grads_other: dict[str, torch.Tensor]
+    # What `y.sum().backward()` gives: an upstream gradient of ones.
+    expected_grads_ones: dict[str, torch.Tensor]
+
+    @property
+    def ones(self) -> tuple[torch.Tensor, ...]:
+        return tuple(torch.ones_like(u) for u in self.upstream)
 
     @property
     def label(self) -> str:
         return f"{self.case.describe()} in {DTYPE_NAMES[self.dtype]}"
+
+    def values_text(self) -> str:
+        """The inputs written out, for a stability probe."""
+        parts = []
+        for param, value in zip(self.params, self.args, strict=True):
+            shown = value.tolist() if isinstance(value, torch.Tensor) else value
+            parts.append(f"{param.name} = {shown}")
+        return ", ".join(parts) + f" ({DTYPE_NAMES[self.dtype]})"
 
     def fresh_args(self) -> list[object]:
         """Copies of the inputs for one learner call, so in-place edits stay local."""
@@ -57,8 +73,28 @@ class Run:
 
 
 @dataclass(frozen=True)
+class KinkPoint:
+    """One element of a tensor input set exactly on a kink."""
+
+    param: str
+    flat_index: int
+    value: float
+    expression: str  # how the spec names the kink, e.g. "clip_val"
+    low: float  # the subgradient interval: any slope in [low, high] is right
+    high: float
+
+
+@dataclass(frozen=True)
+class KinkRun:
+    run: Run  # args hold kink values at the kink points; expected values elsewhere
+    points: tuple[KinkPoint, ...]
+
+
+@dataclass(frozen=True)
 class Plan:
     runs: tuple[Run, ...]
+    kink_runs: tuple[KinkRun, ...] = ()
+    stability_runs: tuple[Run, ...] = ()
 
     @property
     def gradcheck_runs(self) -> tuple[Run, ...]:
@@ -124,7 +160,89 @@ def build_plan(exercise: Exercise, seed: int) -> Plan:
         for dtype in DTYPES:
             args = tuple(a.to(dtype) if isinstance(a, torch.Tensor) else a for a in base)
             runs.append(_run(exercise, case, dtype, args, generator))
-    return Plan(runs=tuple(runs))
+    kink_runs = tuple(
+        k for run in runs if run.dtype == torch.float64 for k in _kink_run(exercise, run, generator)
+    )
+    return Plan(
+        runs=tuple(runs),
+        kink_runs=kink_runs,
+        stability_runs=tuple(
+            _stability_run(exercise, index, generator) for index in range(len(exercise.stability))
+        ),
+    )
+
+
+def _kink_run(exercise: Exercise, run: Run, generator: torch.Generator) -> list[KinkRun]:
+    """The run's inputs with the first elements of each kinked tensor set on its kinks."""
+    scalars = {
+        p.name: run.case.values[p.name] for p in exercise.parameters if isinstance(p, ScalarParam)
+    }
+    args = [a.clone() if isinstance(a, torch.Tensor) else a for a in run.args]
+    points: list[KinkPoint] = []
+    for position, param in enumerate(exercise.parameters):
+        tensor = args[position]
+        if (
+            not isinstance(param, TensorParam)
+            or not param.kinks
+            or not isinstance(tensor, torch.Tensor)
+        ):
+            continue
+        kinks = list(zip(param.kinks, _kink_points(param, scalars), strict=True))
+        for flat_index, (expression, value) in enumerate(kinks[: tensor.numel()]):
+            tensor.reshape(-1)[flat_index] = value
+            low, high = _one_sided_slopes(exercise, args, position, flat_index)
+            points.append(KinkPoint(param.name, flat_index, value, expression, low, high))
+    if not points:
+        return []
+    return [
+        KinkRun(
+            run=_run(exercise, run.case, run.dtype, tuple(args), generator), points=tuple(points)
+        )
+    ]
+
+
+def _one_sided_slopes(
+    exercise: Exercise, args: list[object], position: int, flat_index: int
+) -> tuple[float, float]:
+    """The left and right derivatives of an element-wise function at one element, in order."""
+    step = 1e-7
+    values = []
+    for shift in (-step, 0.0, step):
+        shifted = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        tensor = shifted[position]
+        assert isinstance(tensor, torch.Tensor)
+        tensor.reshape(-1)[flat_index] += shift
+        with torch.no_grad():
+            output = evaluate_reference(exercise, shifted)[0]
+        values.append(float(output.reshape(-1)[flat_index]))
+    left = (values[1] - values[0]) / step
+    right = (values[2] - values[1]) / step
+    return min(left, right), max(left, right)
+
+
+def _stability_run(exercise: Exercise, index: int, generator: torch.Generator) -> Run:
+    probe = exercise.stability[index]
+    dtype = torch.float32 if probe.dtype == "float32" else torch.float64
+    args = tuple(
+        torch.tensor(probe.values[p.name], dtype=dtype)
+        if isinstance(p, TensorParam)
+        else probe.values[p.name]
+        for p in exercise.parameters
+    )
+    values = {p.name: probe.values[p.name] for p in exercise.parameters}
+    case = Case(
+        values={
+            k: tuple(v.shape) if isinstance(v, torch.Tensor) else v
+            for k, v in zip(values, args, strict=True)
+        }
+    )
+    run = _run(exercise, case, dtype, args, generator)
+    finite = all(bool(o.isfinite().all()) for o in run.expected_outputs) and all(
+        bool(g.isfinite().all()) for g in run.expected_grads.values()
+    )
+    if not finite:
+        raise ValueError(f"stability[{index}]: the reference itself is not finite there")
+    return run
 
 
 def _run(
@@ -179,4 +297,24 @@ def _run(
         tolerance=tolerance,
         upstream_other=upstream_other,
         expected_grads_other=gradients(upstream_other),
+        expected_grads_ones=gradients(tuple(torch.ones_like(o) for o in outputs)),
     )
+
+
+def reference_saved_bytes(exercise: Exercise, plan: Plan, solution: str | None) -> dict[str, int]:
+    """Bytes the reference solution's forward saves for backward, per run (for advice only)."""
+    if not solution or not Path(solution).is_file():
+        return {}
+    try:
+        namespace: dict[str, Any] = {"__name__": "reference_solution"}
+        exec(compile(Path(solution).read_text(encoding="utf-8"), solution, "exec"), namespace)
+        function_class = namespace[exercise.class_name]
+        saved: dict[str, int] = {}
+        for run in plan.runs:
+            result = function_class.apply(*run.fresh_args())
+            outputs = result if isinstance(result, tuple | list) else (result,)
+            ctx = next(o.grad_fn for o in outputs if o.grad_fn is not None)
+            saved[run.label] = sum(t.numel() * t.element_size() for t in ctx.saved_tensors)
+        return saved
+    except Exception:  # advice is optional; a check never fails for want of it
+        return {}

@@ -13,7 +13,7 @@ import contextlib
 import os
 import select
 import signal
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +59,20 @@ class Sandbox:
         self._replies = replies
         self.ended: str | None = None  # how the process ended, once it has
         self.patched: list[str] = []  # names the learner's code replaced, as it reported them
+        # How the proxy hands tensors over: "plain", "strided" (not contiguous)
+        # or "expanded" (stride 0), and on which device the learner's code runs.
+        self.input_layout = "plain"
+        self.grad_layout = "plain"
+        self.device = "cpu"
+
+    @contextlib.contextmanager
+    def layouts(self, inputs: str = "plain", grads: str = "plain") -> Iterator[None]:
+        saved = self.input_layout, self.grad_layout
+        self.input_layout, self.grad_layout = inputs, grads
+        try:
+            yield
+        finally:
+            self.input_layout, self.grad_layout = saved
 
     @classmethod
     def start(
@@ -153,14 +167,19 @@ class Sandbox:
         return reply
 
     def forward(
-        self, args: Sequence[object], requires_grad: Sequence[bool], keep: bool = True
+        self,
+        args: Sequence[object],
+        requires_grad: Sequence[bool],
+        keep: bool = True,
+        layout: str | None = None,
     ) -> tuple[object, dict[str, Any]]:
         blobs: list[bytes] = []
         request = {
             "op": "forward",
-            "args": wire.encode(list(args), blobs),
+            "args": wire.encode(list(args), blobs, layout or self.input_layout),
             "requires_grad": list(requires_grad),
             "keep": keep,
+            "device": self.device,
         }
         reply, reply_blobs = self.call(request, blobs)
         _raise_error(reply)
@@ -171,13 +190,20 @@ class Sandbox:
         return outputs, reply
 
     def backward(
-        self, handle: int, grads: Sequence[torch.Tensor | None], layout: str = "plain"
+        self,
+        handle: int,
+        grads: Sequence[torch.Tensor | None],
+        layout: str | None = None,
     ) -> tuple[object, dict[str, Any]]:
         blobs: list[bytes] = []
-        items = [wire.encode(g, blobs, layout=layout) for g in grads]
-        reply, reply_blobs = self.call(
-            {"op": "backward", "handle": handle, "grads": {"t": "list", "items": items}}, blobs
-        )
+        items = [wire.encode(g, blobs, layout=layout or self.grad_layout) for g in grads]
+        request = {
+            "op": "backward",
+            "handle": handle,
+            "grads": {"t": "list", "items": items},
+            "device": self.device,
+        }
+        reply, reply_blobs = self.call(request, blobs)
         _raise_error(reply)
         try:
             result = wire.decode(reply.get("result"), reply_blobs)

@@ -114,8 +114,9 @@ def _handle(message: dict[str, Any], collected: _Collected) -> None:
             diagnosis=diagnosis if isinstance(diagnosis, dict) else None,
         )
         collected.current = None
-    elif kind == "note":
-        collected.notes.append(str(message.get("text", "")))
+        for note in message.get("notes", []):
+            if str(note) not in collected.notes:
+                collected.notes.append(str(note))
     elif kind == "done":
         collected.done = True
 
@@ -136,6 +137,8 @@ def run_check(
     *,
     seed: int = DEFAULT_SEED,
     timeout: float = DEFAULT_TIMEOUT,
+    solution: Path | None = None,
+    double_backward: bool = False,
 ) -> CheckReport:
     """Check ``file`` against ``exercise`` in a child process and return the report."""
     started = time.monotonic()
@@ -162,6 +165,9 @@ def run_check(
         "file": str(file.resolve()),
         "source": source,
         "seed": seed,
+        # The reference solution, run by the checker for advice (saved bytes).
+        "solution": str(solution) if solution is not None else None,
+        "double_backward": double_backward,
     }
     process = subprocess.Popen(
         [sys.executable, "-m", "trainer.checking.child"],

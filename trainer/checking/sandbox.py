@@ -48,6 +48,8 @@ class _Server:
             reply = self.forward(request, blobs, reply_blobs)
         elif op == "backward":
             reply = self.backward(request, blobs, reply_blobs)
+        elif op == "double":
+            reply = self.double(request, blobs, reply_blobs)
         elif op == "reset":
             self.handles.clear()
             reply = {}
@@ -75,10 +77,16 @@ class _Server:
         if function_class is None:
             return {"error": {"message": "the class was not loaded", "details": []}}
         args = list(wire.decode(request["args"], blobs))  # type: ignore[call-overload]
+        device = str(request.get("device", "cpu"))
         flags = request.get("requires_grad", [])
-        for index, flag in enumerate(flags):
-            if flag and isinstance(args[index], torch.Tensor):
-                args[index] = args[index].requires_grad_(True)
+        for index, value in enumerate(args):
+            if isinstance(value, torch.Tensor):
+                if device != "cpu":
+                    value = value.to(device)
+                if index < len(flags) and flags[index]:
+                    # A leaf that requires grad, keeping the layout it came with.
+                    value = value.detach().requires_grad_(True)
+                args[index] = value
         try:
             result = function_class.apply(*args)  # type: ignore[no-untyped-call]
         except BaseException as error:  # the learner's code may raise anything
@@ -100,6 +108,26 @@ class _Server:
                 reply["advice"] = _advice(ctx)
         return reply
 
+    def double(
+        self, request: dict[str, Any], blobs: list[bytes], reply_blobs: list[bytes]
+    ) -> dict[str, Any]:
+        function_class = self.function_class
+        if function_class is None:
+            return {"error": {"message": "the class was not loaded", "details": []}}
+        args = list(wire.decode(request["args"], blobs))  # type: ignore[call-overload]
+        flags = request.get("requires_grad", [])
+        for index, value in enumerate(args):
+            if isinstance(value, torch.Tensor) and index < len(flags) and flags[index]:
+                args[index] = value.detach().requires_grad_(True)
+        upstream = list(wire.decode(request["upstream"], blobs))  # type: ignore[call-overload]
+        vector = list(wire.decode(request["vector"], blobs))  # type: ignore[call-overload]
+        try:
+            second = _double(function_class, args, upstream, vector)
+        except BaseException as error:  # the learner's code may raise anything
+            message, details = explain_learner_error(error, self.path, "double backward")
+            return {"error": {"message": message, "details": details}}
+        return {"second": wire.encode(second, reply_blobs)}
+
     def backward(
         self, request: dict[str, Any], blobs: list[bytes], reply_blobs: list[bytes]
     ) -> dict[str, Any]:
@@ -109,6 +137,9 @@ class _Server:
             return {"error": {"message": "no forward call to take the backward of", "details": []}}
         _, ctx = stored
         grads = list(wire.decode(request["grads"], blobs))  # type: ignore[call-overload]
+        device = str(request.get("device", "cpu"))
+        if device != "cpu":
+            grads = [g.to(device) if isinstance(g, torch.Tensor) else g for g in grads]
         before = [g.clone() if isinstance(g, torch.Tensor) else None for g in grads]
         try:
             result = function_class.backward(ctx, *grads)
@@ -121,6 +152,26 @@ class _Server:
             if isinstance(g, torch.Tensor) and b is not None and not torch.equal(g, b)
         ]
         return {"result": wire.encode(result, reply_blobs), "modified": modified}
+
+
+def _double(
+    function_class: type[torch.autograd.Function],
+    args: list[Any],
+    upstream: list[torch.Tensor],
+    vector: list[torch.Tensor],
+) -> list[torch.Tensor | None]:
+    """d<grads, vector>/d inputs, through the learner's backward (second order)."""
+    result = function_class.apply(*args)  # type: ignore[no-untyped-call]
+    outputs = result if isinstance(result, tuple | list) else (result,)
+    inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    grads = torch.autograd.grad(outputs, inputs, upstream, create_graph=True, allow_unused=True)
+    pairs = [
+        (g, v) for g, v in zip(grads, vector, strict=True) if g is not None and g.requires_grad
+    ]
+    if not pairs:
+        return [None for _ in inputs]
+    total = torch.stack([(g * v).sum() for g, v in pairs]).sum()
+    return list(torch.autograd.grad(total, inputs, allow_unused=True))
 
 
 def _advice(ctx: Any) -> dict[str, Any]:

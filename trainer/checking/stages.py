@@ -23,7 +23,7 @@ from trainer.checking.diagnosis import diagnose, view_lines
 from trainer.checking.learner import NOT_WRITTEN, describe_exception
 from trainer.checking.plan import Plan, Run
 from trainer.checking.proxy import LearnerFault, LearnerProcessEnded, Sandbox, forward_outputs
-from trainer.spec import Exercise
+from trainer.spec import Exercise, TensorParam
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
@@ -34,10 +34,25 @@ class StageOutcome:
     message: str
     details: list[str] = field(default_factory=list)
     diagnosis: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)  # advice that does not fail the check
 
     @property
     def passed(self) -> bool:
         return self.verdict == PASS
+
+
+@dataclass
+class Checked:
+    """What every stage works on."""
+
+    function_class: type[torch.autograd.Function]  # the proxy: the learner's methods
+    plan: Plan
+    exercise: Exercise
+    path: Path
+    sandbox: Sandbox
+    # Bytes the reference solution saves for backward, per run label (for advice).
+    reference_saved: dict[str, int] = field(default_factory=dict)
+    double_backward: bool = False
 
 
 @dataclass
@@ -72,14 +87,75 @@ def summarise(failures: list[Failure], total: int, success: str) -> StageOutcome
     return StageOutcome(FAIL, message, details, first.diagnosis)
 
 
-def explain(error: BaseException, during: str) -> tuple[str, list[str]]:
+_COUNT = re.compile(r"returned an incorrect number of gradients \(expected (\d+), got (\d+)\)")
+_SHAPE = re.compile(
+    r"invalid gradient at index (\d+) - got \[([\d, ]*)\] but expected shape compatible with \[([\d, ]*)\]"
+)
+_NOT_TENSOR = re.compile(
+    r"gradient different than None at position (\d+), but the corresponding forward input was not a Variable"
+)
+
+
+def _autograd_words(text: str, names: tuple[str, ...]) -> tuple[str, str, str] | None:
+    """autograd's complaint about what backward returned, in the learner's terms."""
+
+    def name(index: int) -> str:
+        return f"`{names[index]}`" if index < len(names) else f"input {index}"
+
+    if match := _COUNT.search(text):
+        expected, got = int(match.group(1)), int(match.group(2))
+        listed = ", ".join(f"`{n}`" for n in names)
+        words = (
+            f"backward returned {got} value{'s' * (got != 1)} but forward takes {expected} "
+            f"inputs ({listed}): return one per input, in order, None for non-tensors"
+        )
+        return words, "wrong_count", ""
+    if match := _SHAPE.search(text):
+        index = int(match.group(1))
+        got_shape = f"({match.group(2)}{',' if ',' not in match.group(2) else ''})"
+        want_shape = f"({match.group(3)}{',' if ',' not in match.group(3) else ''})"
+        reversed_shape = [d.strip() for d in match.group(2).split(",")][::-1] == [
+            d.strip() for d in match.group(3).split(",")
+        ]
+        words = (
+            f"grad for {name(index)} has shape {got_shape} but {name(index)} has shape "
+            f"{want_shape}: "
+            + ("it is transposed" if reversed_shape else "a gradient has the shape of its input")
+        )
+        input_name = names[index] if index < len(names) else ""
+        return words, "transposed" if reversed_shape else "wrong_shape", input_name
+    if match := _NOT_TENSOR.search(text):
+        index = int(match.group(1)) - 1
+        words = f"backward returned a gradient for {name(index)}, which is not a tensor: return None for it"
+        return words, "grad_for_non_tensor", names[index] if index < len(names) else ""
+    return None
+
+
+def explain(
+    error: BaseException, during: str, names: tuple[str, ...] = ()
+) -> tuple[str, list[str]]:
     """Words for an exception that came out of a call of the learner's code."""
+    message, details, _ = explain_with_mistake(error, during, names)
+    return message, details
+
+
+def explain_with_mistake(
+    error: BaseException, during: str, names: tuple[str, ...] = ()
+) -> tuple[str, list[str], dict[str, Any] | None]:
+    """:func:`explain`, plus the classic mistake when the words name one."""
     if isinstance(error, LearnerFault):
-        return error.message, error.details
+        if NOT_WRITTEN in error.message.split(":")[0]:
+            diagnosis = {"mistake": "not_written", "input": "", "text": error.message, "view": []}
+            return error.message, error.details, diagnosis
+        return error.message, error.details, None
     # Raised by torch here, on what the learner's method returned.
-    if during == "backward":
-        return f"autograd rejected what backward returned: {describe_exception(error)}", []
-    return f"{during} failed: {describe_exception(error)}", []
+    if during in ("backward", "gradcheck"):
+        found = _autograd_words(str(error), names)
+        if found:
+            words, mistake, input_name = found
+            return words, [], {"mistake": mistake, "input": input_name, "text": words, "view": []}
+        return f"autograd rejected what backward returned: {describe_exception(error)}", [], None
+    return f"{during} failed: {describe_exception(error)}", [], None
 
 
 def apply(function_class: type[torch.autograd.Function], args: list[object]) -> object:
@@ -103,9 +179,8 @@ def call_forward(
     return args, outputs
 
 
-def forward_stage(
-    function_class: type[torch.autograd.Function], plan: Plan, exercise: Exercise, path: Path
-) -> StageOutcome:
+def forward_stage(checked: Checked) -> StageOutcome:
+    function_class, plan, exercise = checked.function_class, checked.plan, checked.exercise
     failures: list[Failure] = []
     for run in plan.runs:
         called = call_forward(function_class, run, exercise)
@@ -164,8 +239,8 @@ def learner_gradients(
             allow_unused=True,
         )
     except Exception as error:  # a learner's fault, or autograd rejecting its result
-        message, details = explain(error, "backward")
-        return Failure(run, message, details)
+        message, details, diagnosis = explain_with_mistake(error, "backward", exercise.param_names)
+        return Failure(run, message, details, diagnosis)
     return dict(zip(names, grads, strict=True))
 
 
@@ -197,6 +272,7 @@ def compare_gradients(
             got,
             expected_other=run.expected_grads_other[name],
             got_other=got_other,
+            upstream=run.upstream[0] if len(run.upstream) == 1 else None,
             rtol=max(run.tolerance.rtol * 100, 1e-4),
             atol=max(run.tolerance.atol * 100, 1e-6),
         )
@@ -210,9 +286,8 @@ def compare_gradients(
     return None
 
 
-def backward_stage(
-    function_class: type[torch.autograd.Function], plan: Plan, exercise: Exercise, path: Path
-) -> StageOutcome:
+def backward_stage(checked: Checked) -> StageOutcome:
+    function_class, plan, exercise = checked.function_class, checked.plan, checked.exercise
     failures: list[Failure] = []
     for run in plan.runs:
         grads = learner_gradients(function_class, run, exercise)
@@ -234,9 +309,8 @@ def backward_stage(
 _MISMATCH = re.compile(r"output (\d+) with respect to input (\d+)")
 
 
-def gradcheck_stage(
-    function_class: type[torch.autograd.Function], plan: Plan, exercise: Exercise, path: Path
-) -> StageOutcome:
+def gradcheck_stage(checked: Checked) -> StageOutcome:
+    function_class, plan, exercise = checked.function_class, checked.plan, checked.exercise
     tolerances = exercise.tolerances
     failures: list[Failure] = []
     runs = plan.gradcheck_runs
@@ -268,7 +342,7 @@ def gradcheck_stage(
         except GradcheckError as error:
             failures.append(_gradcheck_failure(error, run, names, function, inputs, exercise))
         except Exception as error:  # a learner's fault, or torch rejecting its result
-            message, details = explain(error, "gradcheck")
+            message, details = explain(error, "gradcheck", exercise.param_names)
             failures.append(Failure(run, message, details))
     return summarise(
         failures,
@@ -358,47 +432,65 @@ def _lines(*lines: str) -> list[str]:
 
 # -- running the stages ---------------------------------------------------------------------
 
-StageBody = Callable[[type[torch.autograd.Function], Plan, Exercise, Path], StageOutcome]
+StageBody = Callable[[Checked], StageOutcome]
 Reporter = Callable[[str, Callable[[], StageOutcome]], StageOutcome]
 
-STAGES: list[tuple[str, StageBody]] = [
-    ("forward", forward_stage),
-    ("backward", backward_stage),
-    ("gradcheck", gradcheck_stage),
-]
 
-
-def stage_ids(exercise: Exercise) -> list[str]:
-    return ["load", *(stage for stage, _ in STAGES)]
-
-
-def run_stages(
-    exercise: Exercise,
-    plan: Plan,
-    sandbox: Sandbox,
-    function_class: type[torch.autograd.Function],
-    path: Path,
-    report: Reporter,
-) -> None:
-    """Run every stage in order, reporting each; later stages are skipped when they cannot run."""
-    loaded = report(
-        "load", functools.partial(_guarded, sandbox, functools.partial(_load, sandbox, exercise))
+def _bodies() -> dict[str, StageBody]:
+    from trainer.checking.contract import contract_stage
+    from trainer.checking.robustness import (
+        cuda_stage,
+        double_backward_stage,
+        kinks_stage,
+        stability_stage,
     )
+
+    return {
+        "forward": forward_stage,
+        "contract": contract_stage,
+        "backward": backward_stage,
+        "kinks": kinks_stage,
+        "stability": stability_stage,
+        "gradcheck": gradcheck_stage,
+        "double_backward": double_backward_stage,
+        "cuda": cuda_stage,
+    }
+
+
+def stage_ids(exercise: Exercise, double_backward: bool = False) -> list[str]:
+    """The stages this exercise gets, in order; optional ones only where they apply."""
+    stages = ["load", "forward", "backward", "contract"]
+    if any(isinstance(p, TensorParam) and p.kinks for p in exercise.parameters):
+        stages.append("kinks")
+    if exercise.stability:
+        stages.append("stability")
+    stages.append("gradcheck")
+    if exercise.double_backward or double_backward:
+        stages.append("double_backward")
+    stages.append("cuda")
+    return stages
+
+
+def run_stages(checked: Checked, report: Reporter) -> None:
+    """Run every stage in order, reporting each; later stages are skipped when they cannot run."""
+    sandbox = checked.sandbox
+    loaded = report("load", functools.partial(_guarded, sandbox, functools.partial(_load, checked)))
     blocked = None if loaded.passed else "the file did not load"
-    for stage, body in STAGES:
+    bodies = _bodies()
+    for stage in stage_ids(checked.exercise, checked.double_backward)[1:]:
         if blocked is None and not sandbox.alive:
             blocked = f"the process running your code {sandbox.ended}"
         if blocked is not None:
             report(stage, functools.partial(StageOutcome, SKIP, f"skipped: {blocked}"))
             continue
-        run = functools.partial(body, function_class, plan, exercise, path)
+        run = functools.partial(bodies[stage], checked)
         report(stage, functools.partial(_guarded, sandbox, run))
         if sandbox.alive:
             sandbox.reset()
 
 
-def _load(sandbox: Sandbox, exercise: Exercise) -> StageOutcome:
-    reply = sandbox.load()
+def _load(checked: Checked) -> StageOutcome:
+    reply = checked.sandbox.load()
     problem = reply.get("problem")
     if isinstance(problem, dict):
         details = problem.get("details", [])
@@ -407,7 +499,8 @@ def _load(sandbox: Sandbox, exercise: Exercise) -> StageOutcome:
             str(problem.get("message", "the file did not load")),
             [str(d) for d in details] if isinstance(details, list) else [],
         )
-    return StageOutcome(PASS, f"`{exercise.class_name}` found with static forward and backward")
+    name = checked.exercise.class_name
+    return StageOutcome(PASS, f"`{name}` found with static forward and backward")
 
 
 def _guarded(sandbox: Sandbox, body: Callable[[], StageOutcome]) -> StageOutcome:

@@ -67,7 +67,7 @@ def encode(value: object, blobs: list[bytes], layout: str = "plain") -> dict[str
     if isinstance(value, bool | int | float) and type(value) in (bool, int, float):
         return {"t": "scalar", "kind": type(value).__name__, "value": value}
     if isinstance(value, tuple | list):
-        return {"t": type(value).__name__, "items": [encode(v, blobs) for v in value]}
+        return {"t": type(value).__name__, "items": [encode(v, blobs, layout) for v in value]}
     kind = type(value)
     return {"t": "other", "type": f"{kind.__module__}.{kind.__qualname__}".replace("builtins.", "")}
 

@@ -1,0 +1,308 @@
+"""The backward contract: what ``backward`` returns, before autograd touches it.
+
+Autograd forgives a lot: it sums a broadcastable gradient to the input's shape,
+casts a float32 gradient to float64 and never looks at ``grad_output`` again.
+Each forgiven bug passes ``gradcheck`` and waits for a real model. Here the
+learner's ``backward`` is called directly on its real context and held to the
+contract: one value per input, ``None`` for non-tensors, exact shapes and
+dtypes, ``grad_output`` left alone; then the same through autograd with
+non-contiguous and stride-0 gradients and with every subset of inputs requiring
+grad.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import torch
+
+from trainer.checking.compare import compare_tensor, describe_value, shape_text
+from trainer.checking.diagnosis import classify
+from trainer.checking.plan import Run
+from trainer.checking.proxy import LearnerFault, forward_outputs
+from trainer.checking.stages import (
+    Checked,
+    Failure,
+    StageOutcome,
+    explain,
+    learner_gradients,
+    summarise,
+)
+from trainer.spec import ScalarParam, TensorParam
+
+
+def _mistake(kind: str, name: str, text: str) -> dict[str, Any]:
+    return {"mistake": kind, "input": name, "text": text, "view": []}
+
+
+def _size(count: int) -> str:
+    return f"{count} B" if count < 1024 else f"{count / 1024:.1f} kB"
+
+
+def _raw_return(checked: Checked, run: Run, notes: set[str]) -> Failure | None:
+    """Call backward directly on a real context and check what it returns."""
+    exercise, sandbox = checked.exercise, checked.sandbox
+    params = run.params
+    flags = [isinstance(p, TensorParam) and p.requires_grad for p in params]
+    try:
+        result, reply = sandbox.forward(run.fresh_args(), flags)
+        forward_outputs(result, exercise)
+    except LearnerFault as fault:
+        return Failure(run, f"forward failed: {fault.message}", fault.details)
+    handle = reply.get("handle")
+    if not isinstance(handle, int):
+        return Failure(run, "forward's output is not connected to your backward")
+    _advise(checked, run, reply.get("advice"), notes)
+    try:
+        raw, back = sandbox.backward(handle, run.upstream)
+    except LearnerFault as fault:
+        return Failure(run, fault.message, fault.details)
+
+    values = raw if isinstance(raw, tuple | list) else (raw,)
+    names = ", ".join(f"`{p.name}`" for p in params)
+    if len(values) != len(params):
+        scalars = [p.name for p in params if isinstance(p, ScalarParam)]
+        advice = f", with None for {', '.join(f'`{n}`' for n in scalars)}" if scalars else ""
+        count = f"{len(values)} value{'s' * (len(values) != 1)}"
+        text = (
+            f"backward returned {count} but forward takes {len(params)} inputs ({names}): "
+            f"return one per input, in order{advice}"
+        )
+        return Failure(run, text, diagnosis=_mistake("wrong_count", "", text))
+    for param, value in zip(params, values, strict=True):
+        failure = _check_value(run, param, value)
+        if failure is not None:
+            return failure
+        if run.dtype == torch.float64 and _computed_in_float32(
+            value, run.expected_grads.get(param.name)
+        ):
+            notes.add(
+                f"the gradient for `{param.name}` looks computed in float32 and cast back: "
+                "its float64 values are all float32 numbers. Keep grad_output's dtype "
+                "(multiply by a bool mask, or use mask.to(grad_output.dtype))"
+            )
+    modified = back.get("modified")
+    if isinstance(modified, list) and modified:
+        return Failure(
+            run,
+            "backward modified grad_output in place (e.g. grad_output[mask] = 0 or "
+            "grad_output.mul_()): autograd may hand the same tensor to other functions; "
+            "work on a copy (grad_output.clone()) or use out-of-place ops",
+            diagnosis=_mistake(
+                "in_place_grad_output", "grad_output", "grad_output modified in place"
+            ),
+        )
+    return _expanded(checked, run, flags)
+
+
+def _float32_share(tensor: torch.Tensor) -> float:
+    values = tensor.detach().reshape(-1)
+    return float((values.float().double() == values).double().mean())
+
+
+def _computed_in_float32(value: object, expected: torch.Tensor | None) -> bool:
+    """A float64 result whose every value is a float32 number, where the true one's are not."""
+    if not isinstance(value, torch.Tensor) or expected is None or value.dtype != torch.float64:
+        return False
+    if value.shape != expected.shape or value.numel() < 4:
+        return False
+    nonzero = value.reshape(-1) != 0
+    if int(nonzero.sum()) < 4:
+        return False
+    return _float32_share(value.reshape(-1)[nonzero]) == 1.0 and _float32_share(expected) < 0.5
+
+
+def _check_value(run: Run, param: TensorParam | ScalarParam, value: object) -> Failure | None:
+    name = param.name
+    if isinstance(param, ScalarParam):
+        if value is None:
+            return None
+        text = (
+            f"backward returned {describe_value(value)} for `{name}`, a Python {param.kind}: "
+            f"return None for it (only tensors get gradients)"
+        )
+        return Failure(run, text, diagnosis=_mistake("grad_for_non_tensor", name, text))
+    if not param.requires_grad and (value is None or isinstance(value, torch.Tensor)):
+        return None
+    if value is None:
+        text = f"backward returned None for `{name}`, which requires grad"
+        return Failure(run, text, diagnosis=_mistake("none_for_required", name, text))
+    if not isinstance(value, torch.Tensor):
+        text = f"backward returned {describe_value(value)} for `{name}`: return a torch tensor"
+        return Failure(run, text, diagnosis=_mistake("not_a_tensor", name, text))
+    expected = run.expected_grads.get(name)
+    if expected is None:
+        return None
+    if value.shape != expected.shape:
+        return _shape_failure(run, name, expected, value)
+    if value.dtype != expected.dtype:
+        text = (
+            f"grad for `{name}` has dtype {value.dtype} but `{name}` is {expected.dtype}: "
+            "compute in the input's dtype (autograd would cast it silently)"
+        )
+        return Failure(run, text, diagnosis=_mistake("wrong_dtype", name, text))
+    if value.device != expected.device:
+        text = f"grad for `{name}` is on {value.device} but `{name}` is on {expected.device}"
+        return Failure(run, text, diagnosis=_mistake("wrong_shape", name, text))
+    return None
+
+
+def _shape_failure(run: Run, name: str, expected: torch.Tensor, value: torch.Tensor) -> Failure:
+    text = (
+        f"grad for `{name}` has shape {shape_text(value.shape)} but `{name}` has shape "
+        f"{shape_text(expected.shape)}"
+    )
+    mistake, _ = classify(expected, value, rtol=max(run.tolerance.rtol * 100, 1e-4), atol=1e-5)
+    if mistake == "not_summed_over_batch":
+        text += (
+            ": sum over the batch dimension. (Autograd would sum it for you silently, "
+            "so gradcheck passes, but the contract is one gradient per input, shaped like it.)"
+        )
+    elif mistake == "transposed":
+        text += ": it is transposed"
+    else:
+        mistake = "wrong_shape"
+        text += ": a gradient always has the shape of its input"
+    return Failure(run, text, diagnosis=_mistake(mistake, name, text))
+
+
+def _raw_values(checked: Checked, run: Run, flags: list[bool], layout: str) -> tuple[object, ...]:
+    """backward's return for an upstream gradient of ones, handed over in ``layout``."""
+    sandbox = checked.sandbox
+    _, reply = sandbox.forward(run.fresh_args(), flags)
+    handle = reply.get("handle")
+    if not isinstance(handle, int):
+        raise LearnerFault("forward's output is not connected to your backward")
+    raw, _ = sandbox.backward(handle, run.ones, layout=layout)
+    return tuple(raw) if isinstance(raw, tuple | list) else (raw,)
+
+
+def _expanded(checked: Checked, run: Run, flags: list[bool]) -> Failure | None:
+    """Backward with the stride-0 ones that `loss = y.sum()` hands down must act like plain ones."""
+    plain = _raw_values(checked, run, flags, "plain")
+    try:
+        expanded = _raw_values(checked, run, flags, "expanded")
+    except LearnerFault as fault:
+        text = (
+            "backward fails with the stride-0 grad_output that `loss = y.sum()` produces "
+            f"(an expanded tensor): {fault.message}. Do not write into grad_output; "
+            "use .reshape rather than .view"
+        )
+        return Failure(
+            run,
+            text,
+            fault.details,
+            diagnosis=_mistake("in_place_grad_output", "grad_output", text),
+        )
+    for param, mine, theirs in zip(run.params, expanded, plain, strict=False):
+        if not isinstance(mine, torch.Tensor) or not isinstance(theirs, torch.Tensor):
+            continue
+        mismatch = compare_tensor(f"grad for `{param.name}`", theirs, mine, run.tolerance)
+        if mismatch:
+            text = (
+                f"with the stride-0 grad_output of `loss = y.sum()`, {mismatch.summary} "
+                "compared with the same ones in a plain tensor"
+            )
+            return Failure(
+                run, text, [mismatch.detail], diagnosis=_mistake("non_contiguous", param.name, text)
+            )
+    return None
+
+
+def _advise(checked: Checked, run: Run, advice: object, notes: set[str]) -> None:
+    if not isinstance(advice, dict):
+        return
+    attributes = advice.get("tensor_attributes")
+    if isinstance(attributes, list) and attributes:
+        shown = ", ".join(f"`ctx.{a}`" for a in attributes[:4])
+        notes.add(
+            f"forward keeps tensors as ctx attributes ({shown}): use ctx.save_for_backward, "
+            "which lets autograd detect an in-place change of a saved tensor and frees it "
+            "after backward"
+        )
+    reference = checked.reference_saved.get(run.label)
+    mine = advice.get("saved_bytes")
+    if isinstance(mine, int) and reference is not None and mine > reference:
+        notes.add(
+            f"forward saves {_size(mine)} for backward where the reference solution saves "
+            f"{_size(reference)} (for {run.label}): save only what backward needs"
+        )
+
+
+def _consistent(
+    checked: Checked,
+    run: Run,
+    reference: dict[str, torch.Tensor | None],
+    requires_grad: set[str] | None = None,
+) -> Failure | None:
+    """The learner's gradients, as set up now, against its own plain ones."""
+    grads = learner_gradients(
+        checked.function_class, run, checked.exercise, requires_grad=requires_grad
+    )
+    if isinstance(grads, Failure):
+        return grads
+    for name, got in grads.items():
+        mine = reference.get(name)
+        if mine is None:
+            continue
+        if got is None:
+            return Failure(run, f"backward returned None for `{name}`, which requires grad")
+        mismatch = compare_tensor(f"grad for `{name}`", mine, got, run.tolerance)
+        if mismatch:
+            return Failure(
+                run, f"{mismatch.summary} (compared with your own plain result)", [mismatch.detail]
+            )
+    return None
+
+
+def _through_autograd(checked: Checked, run: Run) -> Failure | None:
+    """Non-contiguous tensors and subsets of inputs requiring grad must not change the answer."""
+    plain = learner_gradients(checked.function_class, run, checked.exercise)
+    if isinstance(plain, Failure):
+        return None  # a plain call already fails: backward parity says why
+    with checked.sandbox.layouts(inputs="strided", grads="strided"):
+        failure = _consistent(checked, run, plain)
+    if failure is not None:
+        text = f"with non-contiguous inputs and grad_output (as a transposed tensor gives), {failure.message}"
+        details = [*failure.details, "use .reshape rather than .view, and no in-place writes"]
+        return Failure(run, text, details, _mistake("non_contiguous", "", text))
+    names = run.grad_names()
+    for size in range(1, len(names)):
+        for subset in itertools.combinations(names, size):
+            failure = _consistent(checked, run, plain, requires_grad=set(subset))
+            if failure is not None:
+                only = " and ".join(f"`{n}`" for n in subset)
+                text = (
+                    f"with only {only} requiring grad, {failure.message}. Check your "
+                    "ctx.needs_input_grad branches"
+                )
+                return Failure(
+                    run, text, failure.details, _mistake("needs_input_grad", subset[0], text)
+                )
+    return None
+
+
+def contract_stage(checked: Checked) -> StageOutcome:
+    failures: list[Failure] = []
+    notes: set[str] = set()
+    runs = checked.plan.runs
+    for run in runs:
+        try:
+            failure = _raw_return(checked, run, notes)
+            if failure is None and run.dtype == torch.float64:
+                failure = _through_autograd(checked, run)
+        except LearnerFault as fault:
+            message, details = explain(fault, "backward")
+            failure = Failure(run, message, details)
+        if failure is not None:
+            failures.append(failure)
+    outcome = summarise(
+        failures,
+        len(runs),
+        "backward returns one gradient per input, shaped and typed like it, leaves "
+        "grad_output alone, and works with non-contiguous and stride-0 gradients"
+        + (" and every subset of inputs requiring grad" if len(runs[0].grad_names()) > 1 else ""),
+    )
+    outcome.notes = sorted(notes)
+    return outcome

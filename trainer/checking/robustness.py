@@ -1,0 +1,238 @@
+"""Stages beyond parity: kink points, numerical stability, double backward and CUDA."""
+
+from __future__ import annotations
+
+import torch
+
+from trainer.checking import wire
+from trainer.checking.compare import compare_tensor
+from trainer.checking.plan import KinkRun, Run
+from trainer.checking.proxy import LearnerFault, forward_outputs
+from trainer.checking.stages import (
+    SKIP,
+    Checked,
+    Failure,
+    StageOutcome,
+    apply,
+    explain,
+    learner_gradients,
+    summarise,
+)
+
+
+def _kink_failure(checked: Checked, kink_run: KinkRun) -> Failure | None:
+    run = kink_run.run
+    grads = learner_gradients(checked.function_class, run, checked.exercise)
+    if isinstance(grads, Failure):
+        return grads
+    upstream = run.upstream[0].reshape(-1)
+    for point in kink_run.points:
+        got = grads.get(point.param)
+        if got is None:
+            return Failure(run, f"backward returned None for `{point.param}`, which requires grad")
+        g = float(upstream[point.flat_index])
+        value = float(got.reshape(-1)[point.flat_index])
+        slope = value / g if abs(g) > 1e-12 else 0.0
+        slack = 1e-4 + run.tolerance.rtol * 10
+        if not point.low - slack <= slope <= point.high + slack:
+            where = (
+                point.expression if point.expression != f"{point.value:g}" else f"{point.value:g}"
+            )
+            text = (
+                f"at the kink `{point.param}` = {point.value:g} ({where}), your gradient is "
+                f"{slope:.4g} × grad_output; any value from {point.low:g} to {point.high:g} "
+                "times grad_output is a valid subgradient"
+            )
+            return Failure(
+                run,
+                text,
+                diagnosis={"mistake": "kink_value", "input": point.param, "text": text, "view": []},
+            )
+    # Away from the kinks, the usual comparison (kink elements masked out).
+    for name, expected in run.expected_grads.items():
+        got = grads.get(name)
+        if not isinstance(got, torch.Tensor) or got.shape != expected.shape:
+            continue
+        masked_expected = expected.clone().reshape(-1)
+        masked_got = got.detach().clone().reshape(-1)
+        for point in kink_run.points:
+            if point.param == name:
+                masked_expected[point.flat_index] = 0.0
+                masked_got[point.flat_index] = 0.0
+        mismatch = compare_tensor(f"grad for `{name}`", masked_expected, masked_got, run.tolerance)
+        if mismatch:
+            return Failure(run, f"next to the kinks, {mismatch.summary}", [mismatch.detail])
+    return None
+
+
+def kinks_stage(checked: Checked) -> StageOutcome:
+    failures = []
+    for kink_run in checked.plan.kink_runs:
+        failure = _kink_failure(checked, kink_run)
+        if failure is not None:
+            failures.append(failure)
+    points = sorted({p.expression for k in checked.plan.kink_runs for p in k.points})
+    return summarise(
+        failures,
+        len(checked.plan.kink_runs),
+        f"at the kinks ({', '.join(points)}) your gradient is a valid subgradient "
+        f"on {len(checked.plan.kink_runs)} runs",
+    )
+
+
+def stability_stage(checked: Checked) -> StageOutcome:
+    failures: list[Failure] = []
+    runs = checked.plan.stability_runs
+    for run in runs:
+        try:
+            outputs = forward_outputs(
+                apply(checked.function_class, run.fresh_args()), checked.exercise
+            )
+        except Exception as error:  # a learner's fault, or torch rejecting its result
+            message, details = explain(error, "forward")
+            failures.append(Failure(run, message, details))
+            continue
+        bad = next((o for o in outputs if not bool(torch.isfinite(o).all())), None)
+        if bad is not None:
+            failures.append(_not_finite(run, "forward gives", bad))
+            continue
+        grads = learner_gradients(checked.function_class, run, checked.exercise)
+        if isinstance(grads, Failure):
+            failures.append(grads)
+            continue
+        for name, grad in grads.items():
+            if grad is not None and not bool(torch.isfinite(grad).all()):
+                failures.append(_not_finite(run, f"the gradient for `{name}` has", grad))
+                break
+    return summarise(
+        failures,
+        len(runs),
+        f"forward and backward stay finite at {len(runs)} extreme inputs where the reference does",
+    )
+
+
+def _not_finite(run: Run, what: str, tensor: torch.Tensor) -> Failure:
+    flat = tensor.detach().reshape(-1)
+    index = int((~torch.isfinite(flat)).nonzero()[0])
+    value = float(flat[index])
+    inputs = ", ".join(
+        f"{p.name} = {float(a.reshape(-1)[index]) if isinstance(a, torch.Tensor) and a.numel() == flat.numel() else a}"
+        for p, a in zip(run.params, run.args, strict=True)
+    )
+    text = (
+        f"{what} {value} at element {index}, for {inputs} "
+        f"({'float32' if run.dtype == torch.float32 else 'float64'}), where the reference is finite: "
+        "rewrite it in a numerically stable form"
+    )
+    return Failure(
+        None, text, diagnosis={"mistake": "non_finite", "input": "", "text": text, "view": []}
+    )
+
+
+def double_backward_stage(checked: Checked) -> StageOutcome:
+    """Second derivatives: finite differences of the learner's own first-order backward."""
+    failures: list[Failure] = []
+    runs = checked.plan.gradcheck_runs[:2]
+    for run in runs:
+        try:
+            failure = _double_backward_failure(checked, run)
+        except LearnerFault as fault:
+            failure = Failure(run, fault.message, fault.details)
+        if failure is not None:
+            failures.append(failure)
+    return summarise(
+        failures,
+        len(runs),
+        f"second derivatives through your backward agree with finite differences on {len(runs)} runs",
+    )
+
+
+def _double_backward_failure(checked: Checked, run: Run) -> Failure | None:
+    sandbox, exercise = checked.sandbox, checked.exercise
+    names = run.grad_names()
+    flags = [p.name in names for p in run.params]
+    args = run.fresh_args()
+    vector = tuple(torch.randn_like(run.expected_grads[n]) for n in names)
+    blobs: list[bytes] = []
+    request = {
+        "op": "double",
+        "args": wire.encode(list(args), blobs),
+        "requires_grad": flags,
+        "upstream": wire.encode(list(run.upstream), blobs),
+        "vector": wire.encode(list(vector), blobs),
+    }
+    reply, reply_blobs = sandbox.call(request, blobs)
+    error = reply.get("error")
+    if isinstance(error, dict):
+        raise LearnerFault(str(error.get("message")), [str(d) for d in error.get("details", [])])
+    analytical = wire.decode(reply.get("second"), reply_blobs)
+    if not isinstance(analytical, list | tuple):
+        return Failure(run, "the second-order gradients could not be read")
+    eps = checked.exercise.tolerances.gradcheck_eps
+    positions = [i for i, p in enumerate(run.params) if p.name in names]
+
+    def first_order_dot(shifted: list[object]) -> float:
+        grads = learner_gradients(checked.function_class, run, exercise, args=shifted)
+        if isinstance(grads, Failure):
+            raise LearnerFault(grads.message, grads.details)
+        return float(
+            sum((g * v).sum() for g, v in zip(grads.values(), vector, strict=True) if g is not None)
+        )
+
+    for slot, position in enumerate(positions):
+        base = args[position]
+        assert isinstance(base, torch.Tensor)
+        numerical = torch.zeros_like(base).reshape(-1)
+        for element in range(base.numel()):
+            values = []
+            for sign in (1.0, -1.0):
+                shifted = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
+                tensor = shifted[position]
+                assert isinstance(tensor, torch.Tensor)
+                tensor.reshape(-1)[element] += sign * eps
+                values.append(first_order_dot(shifted))
+            numerical[element] = (values[0] - values[1]) / (2 * eps)
+        got = analytical[slot] if slot < len(analytical) else None
+        if not isinstance(got, torch.Tensor):
+            got = torch.zeros_like(base)
+        mismatch = compare_tensor(
+            f"second derivative for `{run.params[position].name}`",
+            numerical.reshape(base.shape),
+            got.to(base.dtype),
+            type(run.tolerance)(rtol=1e-3, atol=1e-5),
+        )
+        if mismatch:
+            return Failure(
+                run,
+                f"{mismatch.summary}: is your backward built from differentiable torch ops?",
+                [mismatch.detail],
+            )
+    return None
+
+
+def cuda_stage(checked: Checked) -> StageOutcome:
+    if not torch.cuda.is_available():
+        return StageOutcome(SKIP, "skipped: no GPU (torch.cuda.is_available() is False)")
+    sandbox = checked.sandbox
+    sandbox.device = "cuda"
+    try:
+        failures: list[Failure] = []
+        for run in checked.plan.runs:
+            grads = learner_gradients(checked.function_class, run, checked.exercise)
+            if isinstance(grads, Failure):
+                failures.append(grads)
+                continue
+            for name, got in grads.items():
+                if got is None:
+                    continue
+                mismatch = compare_tensor(
+                    f"grad for `{name}` on the GPU", run.expected_grads[name], got, run.tolerance
+                )
+                if mismatch:
+                    failures.append(Failure(run, mismatch.summary, [mismatch.detail]))
+                    break
+    finally:
+        sandbox.device = "cpu"
+    return summarise(
+        failures, len(checked.plan.runs), "forward and backward on the GPU match the CPU reference"
+    )
