@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from tests.conftest import CATALOG, REPO, run_cli
@@ -105,7 +106,7 @@ def test_check_of_a_solved_scratch_file_passes_and_records_progress(isolated_wor
     (isolated_workspace / "sigmoid.py").write_text(_solution("sigmoid"))
     result = run_cli("check")
     assert result.exit_code == 0, result.stdout
-    assert "All 5 stages passed" in result.stdout
+    assert re.search(r"All \d+ stages passed", result.stdout)
     assert "trainer quiz sigmoid" in result.stdout  # not a terminal: says how to take it
     state = json.loads((isolated_workspace / ".trainer-state.json").read_text())
     assert state["exercises"]["sigmoid"]["passed"] is True
@@ -121,15 +122,12 @@ def test_check_json_prints_exactly_one_document_with_every_stage(isolated_worksp
     report = json.loads(result.stdout)
     assert report["exercise"] == "sigmoid"
     assert report["passed"] is False
-    assert [s["id"] for s in report["stages"]] == [
-        "load",
-        "forward",
-        "backward",
-        "contract",
-        "gradcheck",
-        "cuda",
-    ]
-    assert [s["verdict"] for s in report["stages"]][:5] == ["pass", "pass", "fail", "fail", "fail"]
+    ids = [s["id"] for s in report["stages"]]
+    verdicts = {s["id"]: s["verdict"] for s in report["stages"]}
+    assert ids[:4] == ["load", "forward", "backward", "contract"]
+    assert ids[-2:] == ["gradcheck", "cuda"]
+    assert verdicts["load"] == verdicts["forward"] == "pass"
+    assert verdicts["backward"] == verdicts["contract"] == verdicts["gradcheck"] == "fail"
     assert all(s["message"] for s in report["stages"])
 
 

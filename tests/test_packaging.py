@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import sysconfig
@@ -73,4 +74,4 @@ def test_a_wheel_installed_in_a_fresh_venv_lists_and_checks_exercises(wheel: Pat
     solution = site / "trainer" / "_catalog" / "solutions" / "sigmoid.py"
     checked = _run(venv / "bin" / "trainer", "check", "sigmoid", "--file", solution, cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    assert "All 5 stages passed" in checked.stdout
+    assert re.search(r"All \d+ stages passed", checked.stdout)

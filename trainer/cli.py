@@ -137,6 +137,10 @@ def check(
     seed: Annotated[
         int, typer.Option(help="Seed for the random inputs and upstream gradients.")
     ] = 0,
+    double_backward: Annotated[
+        bool,
+        typer.Option("--double-backward", help="Also check second derivatives through backward."),
+    ] = False,
     workspace: WorkspaceOption = None,
 ) -> None:
     """Check your backward pass: structure, forward and backward parity, gradcheck.
@@ -157,7 +161,14 @@ def check(
             else " Check the path given to --file."
         )
         raise WorkspaceError(f"no file at {path}.{hint}")
-    report = run_check(exercise, path, seed=seed, timeout=timeout)
+    report = run_check(
+        exercise,
+        path,
+        seed=seed,
+        timeout=timeout,
+        solution=context.catalog.solution_path(exercise),
+        double_backward=double_backward,
+    )
     if context.workspace.root.is_dir():
         with context.store.update() as state:
             progress = state.progress(exercise.id)

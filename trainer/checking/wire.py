@@ -134,7 +134,10 @@ def _decode_tensor(item: dict[str, Any], blobs: list[bytes]) -> torch.Tensor:
 def _apply_layout(tensor: torch.Tensor, layout: str) -> torch.Tensor:
     """Rebuild the memory layout the checker asked for: the values stay the same."""
     if layout == "strided" and tensor.numel() > 1:
-        # Every other element of a buffer twice as large: not contiguous.
+        if tensor.dim() >= 2:
+            # The memory of a transposed tensor: strides that .view cannot merge.
+            return tensor.transpose(-1, -2).contiguous().transpose(-1, -2)
+        # Every other element of a buffer twice as large.
         buffer = torch.zeros((*tensor.shape, 2), dtype=tensor.dtype)
         buffer[..., 0] = tensor
         return buffer[..., 0]
