@@ -44,8 +44,7 @@ def test_the_untouched_stub_fails_because_backward_is_not_written(exercise: Exer
 
 
 @pytest.mark.parametrize("exercise", EXERCISES, ids=_id)
-def test_each_exercise_declares_at_least_three_wrong_variants(exercise: Exercise):
-    assert len(exercise.wrong_variants) >= 3
+def test_every_declared_wrong_variant_file_exists(exercise: Exercise):
     for variant in exercise.wrong_variants:
         assert CATALOG.wrong_variant_path(exercise, variant.file).is_file(), variant.file
 
@@ -60,3 +59,13 @@ def test_a_known_wrong_variant_fails_at_its_declared_stage(exercise, variant):
     assert failure is not None
     assert failure.id == variant.fails_at, f"{failure.id}: {failure.message}"
     assert failure.message
+    if variant.mistake is not None:
+        found = (failure.diagnosis or {}).get("mistake")
+        assert found == variant.mistake, f"diagnosed {found}: {failure.message}"
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=_id)
+def test_each_exercise_has_six_wrong_variants_that_name_their_mistake(exercise: Exercise):
+    named = [v for v in exercise.wrong_variants if v.mistake is not None]
+    assert len(exercise.wrong_variants) >= 6
+    assert len({v.mistake for v in named}) >= 5, [v.file for v in named]

@@ -66,7 +66,8 @@ def _raw_return(checked: Checked, run: Run, notes: set[str]) -> Failure | None:
         advice = f", with None for {', '.join(f'`{n}`' for n in scalars)}" if scalars else ""
         count = f"{len(values)} value{'s' * (len(values) != 1)}"
         text = (
-            f"backward returned {count} but forward takes {len(params)} inputs ({names}): "
+            f"backward returned {count} but forward takes {len(params)} "
+            f"input{'s' * (len(params) != 1)} ({names}): "
             f"return one per input, in order{advice}"
         )
         return Failure(run, text, diagnosis=_mistake("wrong_count", "", text))
@@ -161,6 +162,8 @@ def _shape_failure(run: Run, name: str, expected: torch.Tensor, value: torch.Ten
         )
     elif mistake == "transposed":
         text += ": it is transposed"
+    elif mistake == "wrong_shape":
+        text += ": drop the extra size-1 dimension (sum without keepdim, or squeeze)"
     else:
         mistake = "wrong_shape"
         text += ": a gradient always has the shape of its input"

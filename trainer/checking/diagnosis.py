@@ -92,7 +92,12 @@ def classify(
         reversed_shape = have.dim() == 2 and tuple(have.shape) == tuple(reversed(want.shape))
         if reversed_shape and _close(have.T, want, rtol, atol):
             return "transposed", EXPLANATIONS["transposed"] + f" (shape {shape_text(have.shape)})"
-        if have.numel() >= want.numel() and have.dim() >= want.dim():
+        if have.numel() == want.numel() and _close(have.reshape(want.shape), want, rtol, atol):
+            return (
+                "wrong_shape",
+                "drop the extra size-1 dimension (sum without keepdim, or squeeze)",
+            )
+        if have.numel() > want.numel():
             try:
                 summed = have.sum_to_size(want.shape)
             except RuntimeError:

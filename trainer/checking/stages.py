@@ -107,7 +107,8 @@ def _autograd_words(text: str, names: tuple[str, ...]) -> tuple[str, str, str] |
         listed = ", ".join(f"`{n}`" for n in names)
         words = (
             f"backward returned {got} value{'s' * (got != 1)} but forward takes {expected} "
-            f"inputs ({listed}): return one per input, in order, None for non-tensors"
+            f"input{'s' * (expected != 1)} ({listed}): return one per input, in order, "
+            "None for non-tensors"
         )
         return words, "wrong_count", ""
     if match := _SHAPE.search(text):

@@ -1,0 +1,17 @@
+import torch
+
+
+class ClippedReLUFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input_tensor, clip_val):
+        ctx.save_for_backward(input_tensor)
+        ctx.clip_val = clip_val
+        return torch.clamp(input_tensor, 0, clip_val)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (input_tensor,) = ctx.saved_tensors
+        passed_through = (input_tensor > 0) & (input_tensor < ctx.clip_val)
+        # Wrong: writes zeros into grad_output itself instead of a new tensor.
+        grad_output[~passed_through] = 0
+        return grad_output, None
