@@ -76,6 +76,13 @@ class TensorParam:
     # Points where the function has a kink, as expressions over the scalar
     # arguments (e.g. "clip_val"). Random values are kept away from them.
     kinks: tuple[str, ...] = ()
+    # "float" (follows the run's dtype) or "int" (int64 in [low, high), never
+    # requires grad: class labels, indices).
+    dtype: str = "float"
+
+    @property
+    def is_float(self) -> bool:
+        return self.dtype == "float"
 
 
 @dataclass(frozen=True)
@@ -169,6 +176,11 @@ class Exercise:
     order: int = 100  # position among exercises of the same difficulty
     stability: tuple[StabilityProbe, ...] = ()
     double_backward: bool = False
+    # The gradient to compare with, per input, where autograd of the reference
+    # is not the target (a straight-through estimator). Expressions over the
+    # parameters and grad_output (grad_outputs for several outputs).
+    expected_gradient: Mapping[str, str] = field(default_factory=dict)
+    gradcheck: bool = True  # false where finite differences do not apply
     source: Path = field(default=Path("<memory>"), compare=False)
 
     @property
@@ -299,11 +311,11 @@ def _python_module(node: _Node) -> str:
 
 
 def _parameter(node: _Node) -> Param:
-    node.mapping(["name", "type"], ["low", "high", "requires_grad", "kinks"])
+    node.mapping(["name", "type"], ["low", "high", "requires_grad", "kinks", "dtype"])
     name = node.child("name").text(IDENTIFIER, "a Python identifier")
     kind = node.child("type").choice(("tensor", *SCALAR_KINDS))
     if kind != "tensor":
-        for key in ("low", "high", "requires_grad", "kinks"):
+        for key in ("low", "high", "requires_grad", "kinks", "dtype"):
             if node.has(key):
                 raise node.child(key).fail(f"only applies to tensors, and {name} is a {kind}")
         return ScalarParam(name=name, kind=cast(ScalarKind, kind))
@@ -316,12 +328,23 @@ def _parameter(node: _Node) -> Param:
         lambda n: tuple(_python_expression(k) for k in n.items()),
         cast(tuple[str, ...], ()),
     )
+    dtype = node.optional("dtype", lambda n: n.choice(("float", "int")), "float")
+    requires_grad = node.optional("requires_grad", _Node.boolean, dtype == "float")
+    if dtype == "int":
+        if requires_grad:
+            raise node.child("requires_grad").fail("an int tensor cannot require grad")
+        if kinks:
+            raise node.child("kinks").fail("only float tensors have kinks")
+        for key in ("low", "high"):
+            if node.has(key) and not float(node.child(key).value).is_integer():  # type: ignore[arg-type]
+                raise node.child(key).fail("must be a whole number for an int tensor")
     return TensorParam(
         name=name,
         low=low,
         high=high,
-        requires_grad=node.optional("requires_grad", _Node.boolean, True),
+        requires_grad=requires_grad,
         kinks=kinks,
+        dtype=dtype,
     )
 
 
@@ -406,6 +429,12 @@ def _wrong_variant(node: _Node) -> WrongVariant:
     )
 
 
+def _expected_gradient(node: _Node, params: Sequence[Param]) -> dict[str, str]:
+    wanting = [p.name for p in params if isinstance(p, TensorParam) and p.requires_grad]
+    node.mapping([], wanting)
+    return {name: _python_expression(node.child(name)) for name in wanting if node.has(name)}
+
+
 def _numbers(node: _Node, depth: int = 0) -> Any:
     """A number or a nested list of numbers (a tensor's values)."""
     if isinstance(node.value, list):
@@ -451,7 +480,16 @@ _FIELDS_REQUIRED = (
     "quiz",
     "tolerances",
 )
-_FIELDS_OPTIONAL = ("outputs", "wrong_variants", "notes", "order", "stability", "double_backward")
+_FIELDS_OPTIONAL = (
+    "double_backward",
+    "expected_gradient",
+    "gradcheck",
+    "notes",
+    "order",
+    "outputs",
+    "stability",
+    "wrong_variants",
+)
 
 
 def exercise_from_mapping(data: object, file: str, source: Path | None = None) -> Exercise:
@@ -513,6 +551,10 @@ def exercise_from_mapping(data: object, file: str, source: Path | None = None) -
             cast(tuple[StabilityProbe, ...], ()),
         ),
         double_backward=root.optional("double_backward", _Node.boolean, False),
+        expected_gradient=root.optional(
+            "expected_gradient", lambda n: _expected_gradient(n, params), {}
+        ),
+        gradcheck=root.optional("gradcheck", _Node.boolean, True),
         source=source or Path(file),
     )
 

@@ -118,7 +118,9 @@ def make_tensor(
     scalars: dict[str, CaseValue],
     generator: torch.Generator,
 ) -> torch.Tensor:
-    """Uniform values in [low, high], moved away from the declared kinks."""
+    """Uniform values in [low, high], moved away from the declared kinks; ints in [low, high)."""
+    if not param.is_float:
+        return torch.randint(int(param.low), int(param.high), tuple(shape), generator=generator)
     values = torch.empty(tuple(shape), dtype=torch.float64)
     values.uniform_(param.low, param.high, generator=generator)
     margin = _kink_margin(param)
@@ -128,6 +130,28 @@ def make_tensor(
         direction = torch.where(distance >= 0, 1.0, -1.0).to(values.dtype)
         values = torch.where(near, kink + direction * 2 * margin, values)
     return values
+
+
+def _stated_gradients(
+    exercise: Exercise, args: Sequence[object], upstream: tuple[torch.Tensor, ...]
+) -> dict[str, torch.Tensor]:
+    """The spec's own gradient expressions, where autograd of the reference is not the target."""
+    if not exercise.expected_gradient:
+        return {}
+    env = {"torch": torch, "F": F, "math": math, "__builtins__": builtins}
+    local: dict[str, object] = {
+        name: a.detach() if isinstance(a, torch.Tensor) else a
+        for name, a in zip(exercise.param_names, args, strict=True)
+    }
+    local["grad_output"] = upstream[0]
+    local["grad_outputs"] = upstream
+    stated = {}
+    for name, expression in exercise.expected_gradient.items():
+        value = eval(expression, env, local)
+        if not isinstance(value, torch.Tensor):
+            raise ValueError(f"expected_gradient.{name} does not give a tensor")
+        stated[name] = value.detach()
+    return stated
 
 
 def evaluate_reference(exercise: Exercise, args: Sequence[object]) -> tuple[torch.Tensor, ...]:
@@ -158,7 +182,10 @@ def build_plan(exercise: Exercise, seed: int) -> Plan:
             else:
                 base.append(value)
         for dtype in DTYPES:
-            args = tuple(a.to(dtype) if isinstance(a, torch.Tensor) else a for a in base)
+            args = tuple(
+                a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                for a in base
+            )
             runs.append(_run(exercise, case, dtype, args, generator))
     kink_runs = tuple(
         k for run in runs if run.dtype == torch.float64 for k in _kink_run(exercise, run, generator)
@@ -263,6 +290,7 @@ def _run(
     wanting = [a for a, p in zip(live, exercise.parameters, strict=True) if p.name in names]
 
     def gradients(upstream: tuple[torch.Tensor, ...]) -> dict[str, torch.Tensor]:
+        stated = _stated_gradients(exercise, live, upstream)
         grads = torch.autograd.grad(
             outputs,
             [w for w in wanting if isinstance(w, torch.Tensor)],
@@ -270,11 +298,12 @@ def _run(
             allow_unused=True,
             retain_graph=True,
         )
-        return {
+        computed = {
             name: (g if g is not None else torch.zeros_like(w)).detach()
             for name, g, w in zip(names, grads, wanting, strict=True)
             if isinstance(w, torch.Tensor)
         }
+        return {**computed, **stated}
 
     def random_upstream() -> tuple[torch.Tensor, ...]:
         return tuple(

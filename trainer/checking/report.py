@@ -20,8 +20,10 @@ STAGE_TITLES = {
     "double_backward": "Double backward",
     "cuda": "CUDA",
 }
-# Stages a pass cannot do without; the others may be skipped (no GPU, say).
-REQUIRED_STAGES = ("load", "forward", "backward", "gradcheck")
+# Stages every check has; until the child says which it runs, these are shown.
+REQUIRED_STAGES = ("load", "forward", "backward", "contract")
+# Stages a pass may skip (no GPU). Any other skip means the check did not finish.
+SKIPPABLE_STAGES = ("cuda",)
 
 
 class Verdict(str, Enum):
@@ -62,8 +64,11 @@ class CheckReport:
         verdicts = {s.id: s.verdict for s in self.stages}
         return (
             bool(self.stages)
-            and all(v is not Verdict.FAIL for v in verdicts.values())
             and all(verdicts.get(stage) is Verdict.PASS for stage in REQUIRED_STAGES)
+            and all(
+                v is Verdict.PASS or (v is Verdict.SKIP and stage in SKIPPABLE_STAGES)
+                for stage, v in verdicts.items()
+            )
         )
 
     @property

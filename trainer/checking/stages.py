@@ -465,7 +465,8 @@ def stage_ids(exercise: Exercise, double_backward: bool = False) -> list[str]:
         stages.append("kinks")
     if exercise.stability:
         stages.append("stability")
-    stages.append("gradcheck")
+    if exercise.gradcheck:
+        stages.append("gradcheck")
     if exercise.double_backward or double_backward:
         stages.append("double_backward")
     stages.append("cuda")
