@@ -33,6 +33,11 @@ print(json.dumps({"code": code, "torch": "torch" in sys.modules}))
         (["hint", "linear", "--all"], ""),
         (["quiz", "clipped_relu"], "1\n" * 10),
         (["check", "--help"], ""),
+        (["next"], ""),
+        (["reset", "sigmoid"], ""),
+        (["solution", "sigmoid", "--force"], ""),
+        (["interview", "linear"], ""),
+        (["watch", "--help"], ""),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else "",
 )

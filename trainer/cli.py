@@ -14,14 +14,13 @@ from trainer import console
 from trainer.catalog import Catalog
 from trainer.errors import ExitCode, TrainerError, WorkspaceError
 from trainer.spec import Exercise
-from trainer.state import StateStore
+from trainer.state import STATE_FILE, StateStore
 from trainer.workspace import Workspace, resolve_workspace
 
 app = typer.Typer(
     name="trainer",
     help="Practise writing backward passes of custom torch.autograd.Function classes.",
     no_args_is_help=True,
-    add_completion=False,
     pretty_exceptions_enable=False,
 )
 
@@ -35,6 +34,7 @@ def _command(name: str | None = None) -> Callable[[Callable[P, None]], Callable[
         @functools.wraps(function)
         def guarded(*args: P.args, **kwargs: P.kwargs) -> None:
             try:
+                _end_interview_if_time_is_up(kwargs.get("workspace"))
                 function(*args, **kwargs)
             except TrainerError as problem:
                 console.error(problem.message)
@@ -47,6 +47,29 @@ def _command(name: str | None = None) -> Callable[[Callable[P, None]], Callable[
         return guarded
 
     return register
+
+
+def _end_interview_if_time_is_up(workspace: object) -> None:
+    """Any command notices an interview whose time ran out, and shows its summary."""
+    root = resolve_workspace(workspace if isinstance(workspace, Path) else None)
+    if not (root / STATE_FILE).is_file():
+        return
+    from trainer.interview import expire_if_due
+
+    store = StateStore(root)
+    summary = expire_if_due(store)
+    for message in store.notices:  # a damaged progress file is reported here, once
+        console.notice(message)
+    if summary is not None:
+        console.interview_summary(summary)
+
+
+def complete_exercise(incomplete: str) -> list[str]:
+    """Shell completion for exercise ids (no torch, just file names)."""
+    try:
+        return [i for i in Catalog.default().ids() if i.startswith(incomplete)]
+    except TrainerError:
+        return []
 
 
 WorkspaceOption = Annotated[
@@ -62,7 +85,9 @@ WorkspaceOption = Annotated[
 ExerciseArgument = Annotated[
     str | None,
     typer.Argument(
-        help="Exercise id (see `trainer list`); defaults to the current one.", show_default=False
+        help="Exercise id (see `trainer list`); defaults to the current one.",
+        show_default=False,
+        autocompletion=complete_exercise,
     ),
 ]
 
@@ -99,7 +124,10 @@ class _Context:
 @_command()
 def start(
     exercise_id: Annotated[
-        str, typer.Argument(metavar="EXERCISE", help="Exercise id, e.g. sigmoid.")
+        str,
+        typer.Argument(
+            metavar="EXERCISE", help="Exercise id, e.g. sigmoid.", autocompletion=complete_exercise
+        ),
     ],
     force: Annotated[
         bool,
@@ -169,17 +197,23 @@ def check(
         solution=context.catalog.solution_path(exercise),
         double_backward=double_backward,
     )
+    left, summary = None, None
     if context.workspace.root.is_dir():
+        from trainer.interview import record_check
+
         with context.store.update() as state:
             progress = state.progress(exercise.id)
             progress.checks += 1
             progress.started = True
             progress.passed = progress.passed or report.passed
+        left, summary = record_check(context.store, exercise.id, report.passed)
     context.show_notices()
     if as_json:
         console.print_json(json.dumps(report.to_dict(), indent=2))
     else:
-        console.check_report(report, exercise)
+        console.check_report(report, exercise, interview_left=left)
+        if summary is not None:
+            console.interview_summary(summary)
         if report.passed:
             if console.is_interactive() and console.ask_yes_no("Take the quiz now?"):
                 _run_quiz(context, exercise)
@@ -265,3 +299,7 @@ def list_exercises(workspace: WorkspaceOption = None) -> None:
 
 def main() -> None:
     app()
+
+
+# The session commands (watch, next, reset, solution, interview) register themselves.
+from trainer import cli_session  # noqa: E402, F401

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from trainer.checking.report import CheckReport, Verdict
+from trainer.interview import InterviewSummary
 from trainer.spec import Exercise, QuizQuestion
 from trainer.state import Progress, State
 from trainer.workspace import StartResult
@@ -74,12 +75,16 @@ def started(exercise: Exercise, result: StartResult) -> None:
     )
 
 
-def check_report(report: CheckReport, exercise: Exercise) -> None:
+def check_report(
+    report: CheckReport, exercise: Exercise, interview_left: float | None = None
+) -> None:
     file_name = Path(report.file).name
     out.print(
         f"Checking [bold]{file_name}[/] against [bold]{exercise.id}[/] "
         f"[dim](seed {report.seed}, file sha256 {report.file_sha256[:12]})[/]"
     )
+    if interview_left is not None:
+        out.print(f"[bold magenta]Interview: {_clock(interview_left)} left.[/]")
     table = Table(show_lines=True, expand=True)
     table.add_column("Stage", no_wrap=True)
     table.add_column("Verdict", no_wrap=True)
@@ -117,9 +122,12 @@ def after_pass(exercise: Exercise) -> None:
     out.print(f"Lock in the concepts: [bold]trainer quiz {exercise.id}[/].")
 
 
-def ask_yes_no(question: str) -> bool:
-    answer = ask(f"{question} [Y/n] ")
-    return answer is not None and answer.strip().lower() in ("", "y", "yes")
+def ask_yes_no(question: str, default: bool = True) -> bool:
+    answer = ask(f"{question} {'[Y/n]' if default else '[y/N]'} ")
+    if answer is None:
+        return False
+    answer = answer.strip().lower()
+    return default if answer == "" else answer in ("y", "yes")
 
 
 def ask(prompt: str) -> str | None:
@@ -183,6 +191,7 @@ def exercise_list(exercises: Sequence[Exercise], state: State) -> None:
     table.add_column("Status", no_wrap=True)
     table.add_column("Hints", justify="right")
     table.add_column("Quiz", justify="right")
+    table.add_column("Interview", justify="right")
     passed = 0
     for exercise in exercises:
         progress = state.exercises.get(exercise.id, Progress())
@@ -205,8 +214,82 @@ def exercise_list(exercises: Sequence[Exercise], state: State) -> None:
             status,
             f"{progress.hints_shown}/{len(exercise.hints)}",
             quiz,
+            _best_interview(progress.best_interview),
         )
     out.print(table)
     out.print(f"{passed} of {len(exercises)} passed.")
+    if state.interview is not None:
+        out.print(f"Interview under way on [bold]{state.interview.exercise}[/].")
     if state.current is None:
         out.print("Begin with [bold]trainer start sigmoid[/].")
+
+
+def _clock(seconds: float) -> str:
+    seconds = max(int(seconds), 0)
+    return f"{seconds // 60}:{seconds % 60:02d}"
+
+
+def _best_interview(best: dict[str, object] | None) -> str:
+    if not best:
+        return "–"
+    seconds = best.get("seconds")
+    shown = _clock(float(seconds)) if isinstance(seconds, int | float) else "?"
+    return f"✔ {shown}" if best.get("passed") else f"✘ {shown}"
+
+
+def clear() -> None:
+    if out.is_terminal:
+        out.clear()
+
+
+def watch_keys(passed: bool) -> None:
+    keys = "[bold]h[/] next hint · [bold]c[/] re-check · [bold]q[/] quit"
+    if passed:
+        keys += " · [bold]n[/] next exercise"
+    out.print(f"[dim]Watching for saves.[/] {keys}")
+
+
+def all_passed(count: int) -> None:
+    out.print(
+        f"[bold green]All {count} exercises passed.[/] Try one against the clock: "
+        "[bold]trainer interview[/]."
+    )
+
+
+def reset_done(exercise: Exercise, path: Path, backup: Path | None) -> None:
+    if backup is not None:
+        out.print(f"Your file was saved to [bold]{_relative(backup)}[/].")
+    else:
+        out.print("Your file was already the stub: nothing to back up.")
+    out.print(f"[bold]{_relative(path)}[/] holds the stub of [bold]{exercise.id}[/] again.")
+
+
+def solution(exercise: Exercise, source: str, passed: bool) -> None:
+    from rich.syntax import Syntax
+
+    title = f"Reference solution: {exercise.id}" + ("" if passed else " (not passed yet)")
+    out.print(Panel(Syntax(source, "python", line_numbers=True), title=title, expand=False))
+    if exercise.notes:
+        out.print(Panel(Markdown(exercise.notes), title="What to notice", expand=False))
+
+
+def interview_started(exercise: Exercise, minutes: float) -> None:
+    out.print(
+        f"\n[bold magenta]Interview started on {exercise.id}: {minutes:g} minutes.[/] Every "
+        "[bold]trainer check[/] shows the time left; hints are allowed but counted. "
+        "End early with [bold]trainer interview --stop[/]."
+    )
+
+
+def interview_summary(summary: InterviewSummary) -> None:
+    verdict = {
+        "passed": "[bold green]passed[/]",
+        "stopped": "[yellow]stopped[/]",
+        "time up": "[bold red]time up[/]",
+    }.get(summary.reason, summary.reason)
+    table = Table(title=f"Interview on {summary.exercise}: {verdict}", show_header=False)
+    table.add_row("Time taken", f"{_clock(summary.seconds)} of {summary.minutes:g}:00")
+    table.add_row("Checks run", str(summary.checks))
+    table.add_row("Hints used", str(summary.hints))
+    table.add_row("Quiz score", summary.quiz)
+    out.print(table)

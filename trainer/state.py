@@ -32,12 +32,27 @@ class Progress:
     hints_shown: int = 0
     quiz_best: int | None = None
     quiz_total: int | None = None
+    solution_seen: bool = False
+    # The best finished interview on this exercise (see trainer.interview).
+    best_interview: dict[str, Any] | None = None
+
+
+@dataclass
+class Interview:
+    """A timed interview under way."""
+
+    exercise: str
+    started_at: float  # seconds since the epoch
+    minutes: float
+    checks: int = 0
+    hints_at_start: int = 0
 
 
 @dataclass
 class State:
     current: str | None = None
     exercises: dict[str, Progress] = field(default_factory=dict)
+    interview: Interview | None = None
 
     def progress(self, exercise_id: str) -> Progress:
         return self.exercises.setdefault(exercise_id, Progress())
@@ -47,6 +62,7 @@ class State:
             "version": STATE_VERSION,
             "current": self.current,
             "exercises": {k: asdict(v) for k, v in sorted(self.exercises.items())},
+            "interview": asdict(self.interview) if self.interview else None,
         }
         return json.dumps(data, indent=2) + "\n"
 
@@ -57,7 +73,7 @@ def _progress_from(data: Any) -> Progress:
     known = Progress.__dataclass_fields__
     values = {k: v for k, v in data.items() if k in known}
     progress = Progress(**values)
-    for name in ("started", "passed"):
+    for name in ("started", "passed", "solution_seen"):
         if not isinstance(getattr(progress, name), bool):
             raise ValueError(f"{name} is not true/false")
     for name in ("checks", "hints_shown"):
@@ -80,8 +96,21 @@ def parse_state(text: str) -> State:
     exercises = data.get("exercises", {})
     if not isinstance(exercises, dict):
         raise ValueError("exercises is not an object")
+    raw_interview = data.get("interview")
+    interview = None
+    if raw_interview is not None:
+        if not isinstance(raw_interview, dict):
+            raise ValueError("interview is not an object")
+        known = Interview.__dataclass_fields__
+        interview = Interview(**{k: v for k, v in raw_interview.items() if k in known})
+        if not isinstance(interview.exercise, str) or not isinstance(
+            interview.started_at, int | float
+        ):
+            raise ValueError("interview is incomplete")
     return State(
-        current=current, exercises={str(k): _progress_from(v) for k, v in exercises.items()}
+        current=current,
+        exercises={str(k): _progress_from(v) for k, v in exercises.items()},
+        interview=interview,
     )
 
 

@@ -111,3 +111,14 @@ def write_atomically(path: Path, text: str) -> None:
         if os.path.exists(temporary):
             os.unlink(temporary)
         raise
+
+
+def reset_scratch(workspace: Workspace, exercise: Exercise) -> tuple[Path, Path | None]:
+    """Put the stub back; the current file is backed up first unless it is the stub already."""
+    workspace.ensure()
+    path = workspace.scratch_path(exercise.id)
+    backup = None
+    if path.exists() and not _same_text(path.read_bytes(), exercise.stub):
+        backup = workspace.backup(path, exercise.id)
+    write_atomically(path, exercise.stub)
+    return path, backup
