@@ -78,4 +78,4 @@ def first_failure(report: dict[str, Any]) -> dict[str, Any] | None:
     return next((s for s in report["stages"] if s["verdict"] == "fail"), None)
 
 
-CATALOG = Catalog(REPO)
+CATALOG = Catalog([REPO])

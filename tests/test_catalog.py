@@ -1,4 +1,8 @@
-"""Every bundled exercise: the reference passes, the stub fails, each known-wrong variant fails where declared."""
+"""Every bundled exercise: its files, its stub's verdict and its wrong variants' coverage.
+
+That each reference passes and each wrong variant fails where declared is
+`trainer validate`'s job; tests/test_authoring.py runs it over the catalogue.
+"""
 
 from __future__ import annotations
 
@@ -22,15 +26,6 @@ def test_the_catalogue_has_the_core_exercises():
 
 
 @pytest.mark.parametrize("exercise", EXERCISES, ids=_id)
-def test_the_reference_solution_passes_every_stage(exercise: Exercise):
-    report = run_check(exercise, CATALOG.solution_path(exercise))
-    failures = [
-        f"{s.id}: {s.message} {s.details}" for s in report.stages if s.verdict is not Verdict.PASS
-    ]
-    assert report.passed, failures
-
-
-@pytest.mark.parametrize("exercise", EXERCISES, ids=_id)
 def test_the_untouched_stub_fails_because_backward_is_not_written(exercise: Exercise, tmp_path):
     stub = tmp_path / f"{exercise.id}.py"
     stub.write_text(exercise.stub)
@@ -47,21 +42,6 @@ def test_the_untouched_stub_fails_because_backward_is_not_written(exercise: Exer
 def test_every_declared_wrong_variant_file_exists(exercise: Exercise):
     for variant in exercise.wrong_variants:
         assert CATALOG.wrong_variant_path(exercise, variant.file).is_file(), variant.file
-
-
-@pytest.mark.parametrize(
-    ("exercise", "variant"), VARIANTS, ids=[f"{e.id}-{v.file[:-3]}" for e, v in VARIANTS]
-)
-def test_a_known_wrong_variant_fails_at_its_declared_stage(exercise, variant):
-    report = run_check(exercise, CATALOG.wrong_variant_path(exercise, variant.file))
-    assert not report.passed
-    failure = report.first_failure
-    assert failure is not None
-    assert failure.id == variant.fails_at, f"{failure.id}: {failure.message}"
-    assert failure.message
-    if variant.mistake is not None:
-        found = (failure.diagnosis or {}).get("mistake")
-        assert found == variant.mistake, f"diagnosed {found}: {failure.message}"
 
 
 CORE = [e for e in EXERCISES if e.id in ("sigmoid", "linear", "clipped_relu")]

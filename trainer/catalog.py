@@ -1,9 +1,16 @@
-"""Find exercise specs and their reference solutions, in a repo checkout or an installed wheel."""
+"""Find exercise specs and their reference solutions: bundled, and in folders an instructor adds.
+
+A catalogue root holds ``exercises/<id>.yaml`` and ``solutions/<id>.py`` (with
+``solutions/wrong/<id>/``). The bundled root is inside the wheel or at the top
+of a checkout; more roots come from ``--exercises-dir`` and ``$TRAINER_EXERCISES``.
+"""
 
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
@@ -11,10 +18,11 @@ from trainer.errors import SpecError, UnknownExerciseError
 from trainer.spec import DIFFICULTIES, Exercise, load_exercise
 
 _PACKAGE = Path(__file__).resolve().parent
+EXERCISES_ENV = "TRAINER_EXERCISES"
 
 
 def catalog_root() -> Path:
-    """The folder holding ``exercises/`` and ``solutions/``.
+    """The bundled folder holding ``exercises/`` and ``solutions/``.
 
     A wheel carries them inside the package (``trainer/_catalog``); a source
     checkout or an editable install has them at the top of the repo.
@@ -25,41 +33,77 @@ def catalog_root() -> Path:
     return _PACKAGE.parent
 
 
+def root_of(folder: Path) -> Path:
+    """The catalogue root for a folder given by a user: the root itself, or its exercises/."""
+    folder = folder.expanduser()
+    if (folder / "exercises").is_dir():
+        return folder
+    if folder.is_dir() and any(folder.glob("*.yaml")):
+        return folder.parent
+    raise SpecError(
+        f"{folder} holds no exercises: give a folder with an exercises/ subfolder "
+        "(and solutions/ beside it), or the exercises folder itself."
+    )
+
+
+def extra_roots(options: Sequence[Path] = ()) -> list[Path]:
+    """Roots from ``--exercises-dir`` options, then from ``$TRAINER_EXERCISES`` (path-separated)."""
+    folders = list(options)
+    folders += [Path(p) for p in os.environ.get(EXERCISES_ENV, "").split(os.pathsep) if p]
+    return [root_of(f) for f in folders]
+
+
 @dataclass
 class Catalog:
-    root: Path
+    roots: list[Path]
+    _display: dict[Path, str] = field(default_factory=dict, repr=False)
 
     @classmethod
-    def default(cls) -> Catalog:
-        return cls(catalog_root())
+    def default(cls, extra: Sequence[Path] = ()) -> Catalog:
+        roots = [catalog_root()]
+        for root in extra_roots(extra):
+            if root.resolve() not in [r.resolve() for r in roots]:
+                roots.append(root)
+        return cls(roots)
 
     @property
-    def exercises_dir(self) -> Path:
-        return self.root / "exercises"
+    def root(self) -> Path:
+        return self.roots[0]
 
-    @property
-    def solutions_dir(self) -> Path:
-        return self.root / "solutions"
+    @cached_property
+    def _paths(self) -> dict[str, Path]:
+        """Spec path per id; the same id in two roots is an error naming both files."""
+        found: dict[str, Path] = {}
+        for root in self.roots:
+            folder = root / "exercises"
+            if not folder.is_dir():
+                raise SpecError(f"no exercises folder at {folder}; is the trainer installed?")
+            for path in sorted(folder.glob("*.yaml")):
+                if path.stem in found:
+                    raise SpecError(
+                        f"the exercise id `{path.stem}` is defined twice: {found[path.stem]} and "
+                        f"{path}. Rename one of them (file name and `id`)."
+                    )
+                found[path.stem] = path
+        return found
 
     def spec_paths(self) -> list[Path]:
-        if not self.exercises_dir.is_dir():
-            raise SpecError(
-                f"no exercises folder at {self.exercises_dir}; is the trainer installed?"
-            )
-        return sorted(self.exercises_dir.glob("*.yaml"))
+        return list(self._paths.values())
 
     def ids(self) -> list[str]:
-        return [p.stem for p in self.spec_paths()]
+        return sorted(self._paths)
 
     def display_name(self, path: Path) -> str:
-        try:
-            return str(path.relative_to(self.root))
-        except ValueError:
-            return str(path)
+        for root in self.roots:
+            try:
+                return str(path.relative_to(root))
+            except ValueError:
+                continue
+        return str(path)
 
     def get(self, exercise_id: str) -> Exercise:
-        path = self.exercises_dir / f"{exercise_id}.yaml"
-        if not path.is_file():
+        path = self._paths.get(exercise_id)
+        if path is None:
             raise self.unknown(exercise_id)
         return load_exercise(path, self.display_name(path))
 
@@ -68,6 +112,12 @@ class Catalog:
         """Every exercise, easiest first, then by ``order`` and id; a broken spec raises SpecError."""
         exercises = [load_exercise(p, self.display_name(p)) for p in self.spec_paths()]
         return sorted(exercises, key=lambda e: (DIFFICULTIES.index(e.difficulty), e.order, e.id))
+
+    def solution_path(self, exercise: Exercise) -> Path:
+        return solution_path(exercise)
+
+    def wrong_variant_path(self, exercise: Exercise, file: str) -> Path:
+        return wrong_variant_path(exercise, file)
 
     def unknown(self, exercise_id: str) -> UnknownExerciseError:
         ids = self.ids()
@@ -78,8 +128,15 @@ class Catalog:
             f"Exercises: {', '.join(ids)}. Run `trainer list` to see them all."
         )
 
-    def solution_path(self, exercise: Exercise) -> Path:
-        return self.solutions_dir / f"{exercise.id}.py"
 
-    def wrong_variant_path(self, exercise: Exercise, file: str) -> Path:
-        return self.solutions_dir / "wrong" / exercise.id / file
+def solutions_dir(exercise: Exercise) -> Path:
+    """``solutions/`` beside the spec's ``exercises/`` folder."""
+    return exercise.source.resolve().parent.parent / "solutions"
+
+
+def solution_path(exercise: Exercise) -> Path:
+    return solutions_dir(exercise) / f"{exercise.id}.py"
+
+
+def wrong_variant_path(exercise: Exercise, file: str) -> Path:
+    return solutions_dir(exercise) / "wrong" / exercise.id / file

@@ -26,6 +26,25 @@ app = typer.Typer(
 
 P = ParamSpec("P")
 
+# Extra catalogue folders from the global --exercises-dir option.
+_EXERCISE_DIRS: list[Path] = []
+
+
+@app.callback()
+def _global_options(
+    exercises_dir: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--exercises-dir",
+            help="Another folder of exercises (repeatable) [env: TRAINER_EXERCISES, "
+            "path-separated].",
+            show_default=False,
+        ),
+    ] = None,
+) -> None:
+    """Practise writing backward passes of custom torch.autograd.Function classes."""
+    _EXERCISE_DIRS[:] = exercises_dir or []
+
 
 def _command(name: str | None = None) -> Callable[[Callable[P, None]], Callable[P, None]]:
     """``app.command`` that turns expected failures into one line on stderr and an exit code."""
@@ -96,7 +115,7 @@ class _Context:
     """What every command needs: the catalogue, the workspace and its progress file."""
 
     def __init__(self, workspace_option: Path | None) -> None:
-        self.catalog = Catalog.default()
+        self.catalog = Catalog.default(_EXERCISE_DIRS)
         self.workspace = Workspace(resolve_workspace(workspace_option))
         self.store = StateStore(self.workspace.root)
 
@@ -301,5 +320,5 @@ def main() -> None:
     app()
 
 
-# The session commands (watch, next, reset, solution, interview) register themselves.
-from trainer import cli_session  # noqa: E402, F401
+# The other commands register themselves on the same app.
+from trainer import cli_author, cli_session  # noqa: E402, F401

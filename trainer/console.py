@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markdown import Markdown
@@ -14,6 +17,10 @@ from rich.text import Text
 
 from trainer.checking.report import CheckReport, Verdict
 from trainer.interview import InterviewSummary
+
+if TYPE_CHECKING:
+    from trainer.authoring import Validation
+    from trainer.grading import Grade
 from trainer.spec import Exercise, QuizQuestion
 from trainer.state import Progress, State
 from trainer.workspace import StartResult
@@ -293,3 +300,96 @@ def interview_summary(summary: InterviewSummary) -> None:
     table.add_row("Hints used", str(summary.hints))
     table.add_row("Quiz score", summary.quiz)
     out.print(table)
+
+
+@contextlib.contextmanager
+def progress(label: str, total: int | None) -> Iterator[Callable[[], None]]:
+    """A progress line on stderr; yields the function that counts one item done."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err,
+        transient=True,
+        disable=not err.is_terminal,
+    )
+    task = bar.add_task(label, total=total)
+    lock = threading.Lock()
+
+    def advance() -> None:
+        with lock:
+            bar.advance(task)
+
+    with bar:
+        yield advance
+
+
+def validation_table(results: Sequence[Validation]) -> None:
+    table = Table(title="Validation", show_lines=True)
+    table.add_column("Spec", no_wrap=True)
+    table.add_column("Schema")
+    table.add_column("Stub fails")
+    table.add_column("Solution passes")
+    table.add_column("Wrong variants")
+    table.add_column("Problems", ratio=1)
+
+    def mark(ok: bool) -> Text:
+        return Text("✔", style="green") if ok else Text("✘", style="bold red")
+
+    for result in results:
+        right = sum(v.ok for v in result.variants)
+        loaded = not result.schema
+        table.add_row(
+            result.spec,
+            mark(loaded),
+            mark(not result.stub) if loaded else Text("–"),
+            mark(not result.solution) if loaded else Text("–"),
+            Text(
+                f"{right}/{len(result.variants)}",
+                style="green" if right == len(result.variants) else "bold red",
+            )
+            if loaded
+            else Text("–"),
+            Text("\n".join(result.problems)),
+        )
+    out.print(table)
+    bad = [r for r in results if not r.ok]
+    if bad:
+        out.print(
+            f"[bold red]✘ {len(bad)} of {len(results)} specs fall short.[/] Fix what the table says, then run [bold]trainer validate[/] again."
+        )
+    else:
+        out.print(f"[bold green]✔ All {len(results)} specs hold.[/]")
+
+
+def scaffolded(exercise_id: str, files: Sequence[Path], root: Path) -> None:
+    for path in files:
+        out.print(f"wrote [bold]{_relative(path)}[/]")
+    out.print(
+        f"Edit them (every field is explained in the spec), then run "
+        f"[bold]trainer --exercises-dir {root} validate {_relative(files[0])}[/]."
+    )
+
+
+def grade_table(exercise_id: str, grades: Sequence[Grade], junit: Path | None) -> None:
+    table = Table(title=f"Grades: {exercise_id}")
+    table.add_column("Submission", no_wrap=True)
+    table.add_column("Verdict")
+    table.add_column("First failure")
+    table.add_column("Message", ratio=1)
+    styles = {"pass": "bold green", "fail": "bold red", "error": "bold yellow"}
+    for item in grades:
+        table.add_row(
+            _relative(Path(item.submission)),
+            Text(item.verdict, style=styles[item.verdict]),
+            item.stage,
+            item.message,
+        )
+    out.print(table)
+    passed = sum(g.verdict == "pass" for g in grades)
+    out.print(f"{passed} of {len(grades)} submissions passed.")
+    if junit is not None:
+        out.print(f"JUnit XML written to [bold]{_relative(junit)}[/].")

@@ -160,7 +160,7 @@ def run_check(
     job = {
         "token": token,
         "result_fd": result_write,
-        "spec_path": str(exercise.source),
+        "spec_path": str(exercise.source.resolve()),
         "spec_name": _display(exercise.source),
         "file": str(file.resolve()),
         "source": source,
