@@ -11,7 +11,7 @@ from pathlib import Path
 
 from trainer.catalog import solution_path, wrong_variant_path
 from trainer.checking.report import CheckReport
-from trainer.checking.runner import run_check
+from trainer.checking.runner import WarmChecker, run_check
 from trainer.errors import SpecError, TrainerError
 from trainer.spec import Exercise, WrongVariant, load_exercise
 
@@ -77,14 +77,18 @@ def validate(
     """
     workers = jobs or os.cpu_count() or 1
     results: list[Validation] = []
+    # torch is imported once, by a warm process; each check is a fork of it.
     with (
         tempfile.TemporaryDirectory(prefix="trainer-validate-") as scratch,
+        WarmChecker() as warm,
         ThreadPoolExecutor(max_workers=workers) as pool,
     ):
         pending: list[tuple[Validation, str, Future[CheckReport], WrongVariant | None]] = []
 
         def submit(exercise: Exercise, file: Path) -> Future[CheckReport]:
-            future = pool.submit(run_check, exercise, file, solution=solution_path(exercise))
+            future = pool.submit(
+                run_check, exercise, file, solution=solution_path(exercise), warm=warm
+            )
             if on_done is not None:
                 future.add_done_callback(lambda _: on_done())
             return future

@@ -114,7 +114,7 @@ def watch(
 
     Example: trainer watch sigmoid
     """
-    from trainer.checking.runner import run_check
+    from trainer.checking.runner import WarmChecker, run_check
     from trainer.hints import reveal_next_hint
     from trainer.watch import keyboard, watch_loop
 
@@ -133,7 +133,13 @@ def watch(
         chosen: Exercise = current["exercise"]  # type: ignore[assignment]
         console.clear()
         console.out.print(f"Checking {path().name}…")
-        report = run_check(chosen, path(), solution=context.catalog.solution_path(chosen))
+        if "warm" not in current:
+            # torch is imported once; every re-check is a fork of this process.
+            current["warm"] = WarmChecker()
+        warm: WarmChecker = current["warm"]  # type: ignore[assignment]
+        report = run_check(
+            chosen, path(), solution=context.catalog.solution_path(chosen), warm=warm
+        )
         with context.writable_store().update() as state:
             progress = state.progress(chosen.id)
             progress.checks += 1
@@ -169,6 +175,10 @@ def watch(
             watch_loop(path, check, on_key, keys, stop, poll=poll)
     except KeyboardInterrupt:
         pass
+    finally:
+        warm_checker = current.get("warm")
+        if isinstance(warm_checker, WarmChecker):
+            warm_checker.close()
     console.out.print("Stopped watching.")
 
 

@@ -57,12 +57,15 @@ def _read_exact(fd: int, size: int) -> bytes:
 
 
 def main() -> None:
-    # The job comes first, as "<length>\n<json>"; the token follows on its own
-    # line and is read only after the learner's process exists.
+    """Cold start: the job comes on stdin as "<length>\n<json>", the token after it."""
     size = int(_read_line(0))
     job: dict[str, Any] = json.loads(_read_exact(0, size))
-    result_fd = int(job["result_fd"])
+    run(job, token_fd=0, result_fd=int(job["result_fd"]))
 
+
+def run(job: dict[str, Any], token_fd: int, result_fd: int) -> None:
+    """Check one file and exit. The token is read from ``token_fd`` only once the
+    learner's process exists, so that process never holds it; never returns."""
     import torch
 
     from trainer.checking.plan import build_plan, reference_saved_bytes
@@ -76,23 +79,23 @@ def main() -> None:
     try:
         plan = build_plan(exercise, int(job["seed"]))
     except Exception as error:  # a broken reference is the spec's fault, not the learner's
-        token = _read_line(0).decode().strip()
+        token = _read_line(token_fd).decode().strip()
         Channel(result_fd, token).send(
             type="error", message=f"{job['spec_name']}: reference: {error}"
         )
         os._exit(0)
 
-    sandbox = Sandbox.start(exercise, job["source"], path, close_in_child=[result_fd])
-    token = _read_line(0).decode().strip()
+    sandbox = Sandbox.start(exercise, job["source"], path, close_in_child=[result_fd, token_fd])
+    token = _read_line(token_fd).decode().strip()
     channel = Channel(result_fd, token)
     double_backward = bool(job.get("double_backward"))
     channel.send(type="ready", stages=stage_ids(exercise, double_backward))
 
-    def report(stage: str, run: Callable[[], StageOutcome]) -> StageOutcome:
+    def report(stage: str, body: Callable[[], StageOutcome]) -> StageOutcome:
         channel.send(type="stage-start", stage=stage)
         started = _monotonic()
         try:
-            outcome = run()
+            outcome = body()
         except Exception:  # a bug of ours: say so, never blame the learner
             channel.send(type="error", message="the checker failed:\n" + traceback.format_exc())
             sandbox.stop()

@@ -71,6 +71,12 @@ def compact_view(expected: torch.Tensor, got: torch.Tensor) -> list[dict[str, An
     return view
 
 
+def _is_masked(want: torch.Tensor, upstream: torch.Tensor, atol: float) -> bool:
+    """Every element either zero or the upstream gradient itself: a mask, nothing smooth."""
+    g = upstream.detach().double()
+    return bool(((want.abs() <= atol) | ((want - g).abs() <= atol + 1e-4 * g.abs())).all())
+
+
 def classify(
     expected: torch.Tensor,
     got: torch.Tensor,
@@ -120,8 +126,11 @@ def classify(
     if (
         upstream is not None
         and upstream.shape == want.shape
-        and _close(have + want, upstream.detach().double(), rtol, atol)
-        and bool((want.abs() > atol).any())
+        and _is_masked(want, upstream, atol)
+        and (
+            _close(have + want, upstream.detach().double(), rtol, atol)
+            and bool((want.abs() > atol).any())
+        )
     ):
         return "inverted_mask", EXPLANATIONS["inverted_mask"]
     flat = want.abs() <= atol

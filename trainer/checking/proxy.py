@@ -90,8 +90,9 @@ class Sandbox:
                         os.close(fd)
                 # input() in the learner's code gets end-of-file at once.
                 devnull = os.open(os.devnull, os.O_RDONLY)
-                os.dup2(devnull, 0)
-                os.close(devnull)
+                if devnull != 0:  # fd 0 may have been one of the closed channels
+                    os.dup2(devnull, 0)
+                    os.close(devnull)
                 from trainer.checking.sandbox import serve
 
                 serve(exercise, source, path, to_child_read, from_child_write)

@@ -14,9 +14,12 @@ import os
 import secrets
 import selectors
 import signal
+import socket
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -52,11 +55,12 @@ class _Collected:
 MARKER = "TRAINER_CHECK_ID"
 
 
-def _child_env(marker: str) -> dict[str, str]:
+def _child_env(marker: str | None) -> dict[str, str]:
     env = dict(os.environ)
     # Inherited by every process the learner's code starts, even in a new
     # session: after the check, whatever carries it is ended.
-    env[MARKER] = marker
+    if marker:
+        env[MARKER] = marker
     # The child must import this very package, installed or not.
     package_root = str(Path(trainer.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
@@ -131,6 +135,17 @@ def _exit_description(code: int) -> str:
     return f"exited with code {code}"
 
 
+@dataclass
+class _Launched:
+    """A running checking child, however it was started."""
+
+    pid: int
+    result_read: int
+    output_read: int
+    returncode: Callable[[float], int | None]  # waits up to the given seconds
+    kill: Callable[[], None]  # ends the child and its whole process group
+
+
 def run_check(
     exercise: Exercise,
     file: Path,
@@ -139,61 +154,50 @@ def run_check(
     timeout: float = DEFAULT_TIMEOUT,
     solution: Path | None = None,
     double_backward: bool = False,
+    warm: WarmChecker | None = None,
 ) -> CheckReport:
-    """Check ``file`` against ``exercise`` in a child process and return the report."""
+    """Check ``file`` against ``exercise`` in a child process and return the report.
+
+    With ``warm``, the child is forked from a process that has imported torch
+    already (watch mode, grading); otherwise a fresh interpreter starts.
+    """
     started = time.monotonic()
-    raw = file.read_bytes()
+    raw = file.read_bytes()  # one read: the verdict belongs to exactly this version
     try:
         source = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        source = ""
-        not_text = f"{file.name} is not UTF-8 text (byte {error.start} cannot be decoded)"
-    else:
-        not_text = ""
+        stages = [
+            StageResult(
+                "load",
+                Verdict.FAIL,
+                f"{file.name} is not UTF-8 text (byte {error.start} cannot be decoded)",
+            )
+        ]
+        return _report(exercise, file, raw, seed, stages, started, "")
     token = secrets.token_hex(16)
     marker = secrets.token_hex(8)
-    if not_text:
-        stages = [StageResult("load", Verdict.FAIL, not_text)]
-        return _report(exercise, file, raw, seed, stages, started, "")
-
-    result_read, result_write = os.pipe()
     job = {
-        "token": token,
-        "result_fd": result_write,
         "spec_path": str(exercise.source.resolve()),
         "spec_name": _display(exercise.source),
         "file": str(file.resolve()),
+        "cwd": str(file.resolve().parent),
         "source": source,
         "seed": seed,
         # The reference solution, run by the checker for advice (saved bytes).
         "solution": str(solution) if solution is not None else None,
         "double_backward": double_backward,
+        "marker": marker,
     }
-    process = subprocess.Popen(
-        [sys.executable, "-m", "trainer.checking.child"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        pass_fds=(result_write,),
-        cwd=str(file.resolve().parent),
-        env=_child_env(marker),
-        start_new_session=True,  # its own process group: a timeout ends every descendant
-    )
-    os.close(result_write)
+    launched = warm.launch(job, token) if warm is not None else _launch_cold(job, token, marker)
     collected = _Collected()
     try:
-        _feed_job(process, job, token)
-        timed_out = _collect(process, result_read, token, collected, started + timeout)
-    except BaseException:
-        if process.stdout is not None:
-            process.stdout.close()
-        raise
+        timed_out = _collect(launched, token, collected, started + timeout)
     finally:
-        os.close(result_read)
-        _kill_group(process)  # whatever the learner's code left running ends with the check
+        launched.kill()  # whatever the learner's code left running ends with the check
         _kill_marked(marker)
-    if process.stdout is not None:
-        process.stdout.close()
+        os.close(launched.result_read)
+        os.close(launched.output_read)
+    returncode = None if collected.done else launched.returncode(2.0)
 
     if collected.error:
         raise TrainerError(collected.error)
@@ -203,16 +207,43 @@ def run_check(
             "the checking process could not start (is torch installed in this environment?)"
             + (f"\n{tail}" if tail else "")
         )
-    stages = _stages(collected, timed_out, timeout, process.returncode)
+    stages = _stages(collected, timed_out, timeout, returncode)
     report = _report(exercise, file, raw, seed, stages, started, collected.output[-OUTPUT_TAIL:])
     report.notes = collected.notes
     return report
 
 
+def _launch_cold(job: dict[str, Any], token: str, marker: str) -> _Launched:
+    result_read, result_write = os.pipe()
+    output_read, output_write = os.pipe()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "trainer.checking.child"],
+        stdin=subprocess.PIPE,
+        stdout=output_write,
+        stderr=output_write,
+        pass_fds=(result_write,),
+        cwd=job["cwd"],
+        env=_child_env(marker),
+        start_new_session=True,  # its own process group: a timeout ends every descendant
+    )
+    os.close(result_write)
+    os.close(output_write)
+    _feed_job(process, {**job, "result_fd": result_write}, token)
+
+    def returncode(wait: float) -> int | None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=wait)
+        return process.returncode
+
+    return _Launched(
+        process.pid, result_read, output_read, returncode, lambda: _kill_group(process)
+    )
+
+
 def _feed_job(process: subprocess.Popen[bytes], job: dict[str, Any], token: str) -> None:
     stdin: IO[bytes] | None = process.stdin
     assert stdin is not None
-    data = json.dumps(job).encode()
+    data = json.dumps(job).encode()  # never the token: it follows, read after the fork
     try:
         # The child reads the job, starts the learner's process, then the token.
         stdin.write(f"{len(data)}\n".encode() + data + f"{token}\n".encode())
@@ -221,24 +252,16 @@ def _feed_job(process: subprocess.Popen[bytes], job: dict[str, Any], token: str)
         pass  # the child died at once; its exit code tells the story
 
 
-def _collect(
-    process: subprocess.Popen[bytes],
-    result_read: int,
-    token: str,
-    collected: _Collected,
-    deadline: float,
-) -> bool:
+def _collect(launched: _Launched, token: str, collected: _Collected, deadline: float) -> bool:
     """Read results and output until ``done``, the end of the result pipe, or the deadline.
 
     Returns True when the deadline passed first. The output pipe may stay open
     after the child ends (a process the learner started holds it): it is read
     along the way, never waited for.
     """
-    assert process.stdout is not None
-    output_fd = process.stdout.fileno()
     selector = selectors.DefaultSelector()
-    selector.register(result_read, selectors.EVENT_READ, "result")
-    selector.register(output_fd, selectors.EVENT_READ, "output")
+    selector.register(launched.result_read, selectors.EVENT_READ, "result")
+    selector.register(launched.output_read, selectors.EVENT_READ, "output")
     pending = b""
     result_open = True
     try:
@@ -264,13 +287,9 @@ def _collect(
                     message = _parse(line, token)
                     if message is not None:
                         _handle(message, collected)
-        _drain_output(selector, output_fd, collected)
+        _drain_output(selector, launched.output_read, collected)
     finally:
         selector.close()
-    if not collected.done:
-        # The result pipe closed early: the child died. Give it a moment to be reaped.
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=max(0.1, min(2.0, deadline - time.monotonic())))
     return False
 
 
@@ -350,3 +369,118 @@ def _report(
         seconds=round(time.monotonic() - started, 3),
         output=output,
     )
+
+
+class WarmChecker:
+    """A process that has imported torch once; every check is a fork of it.
+
+    For watch mode and grading, where many checks follow each other: a check
+    then costs what the stages cost, not an interpreter and a torch import.
+    The forked child runs exactly what a cold check runs, with the same pipes,
+    token and isolation.
+    """
+
+    def __init__(self, ready_timeout: float = 120.0) -> None:
+        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "trainer.checking.zygote", str(child_end.fileno())],
+            pass_fds=(child_end.fileno(),),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            env=_child_env(None),
+            start_new_session=True,
+        )
+        child_end.close()
+        self._socket = parent_end
+        self._send_lock = threading.Lock()
+        self._changed = threading.Condition()
+        self._pids: list[int] = []
+        self._exits: dict[int, int] = {}
+        self._ready = False
+        self._gone = False
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        with self._changed:
+            self._changed.wait_for(lambda: self._ready or self._gone, timeout=ready_timeout)
+        if not self._ready:
+            self.close()
+            raise TrainerError(
+                "the warm checking process did not start (is torch installed in this environment?)"
+            )
+
+    def _read(self) -> None:
+        while True:
+            try:
+                data = self._socket.recv(65536)
+            except OSError:
+                data = b""
+            with self._changed:
+                if not data:
+                    self._gone = True
+                    self._changed.notify_all()
+                    return
+                for line in data.splitlines():
+                    message = json.loads(line)
+                    if "ready" in message:
+                        self._ready = True
+                    elif "pid" in message:
+                        self._pids.append(int(message["pid"]))
+                    elif "exit" in message:
+                        self._exits[int(message["exit"])] = int(message["code"])
+                self._changed.notify_all()
+
+    def launch(self, job: dict[str, Any], token: str) -> _Launched:
+        result_read, result_write = os.pipe()
+        output_read, output_write = os.pipe()
+        token_read, token_write = os.pipe()
+        try:
+            with self._send_lock, self._changed:
+                socket.send_fds(
+                    self._socket,
+                    [json.dumps(job).encode()],
+                    [result_write, output_write, token_read],
+                )
+                self._changed.wait_for(lambda: bool(self._pids) or self._gone, timeout=30)
+                pid = self._pids.pop(0) if self._pids else 0
+        except OSError as error:
+            pid = 0
+            reason = error.strerror
+        else:
+            reason = "it stopped"
+        finally:
+            for fd in (result_write, output_write, token_read):
+                os.close(fd)
+        if pid <= 0:
+            for fd in (result_read, output_read, token_write):
+                os.close(fd)
+            raise TrainerError(f"the warm checking process could not start a check ({reason}).")
+        # The token goes in only now; the child reads it after forking the learner's process.
+        os.write(token_write, f"{token}\n".encode())
+        os.close(token_write)
+
+        def returncode(wait: float) -> int | None:
+            with self._changed:
+                self._changed.wait_for(lambda: pid in self._exits or self._gone, timeout=wait)
+                return self._exits.pop(pid, None)
+
+        def kill() -> None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
+
+        return _Launched(pid, result_read, output_read, returncode, kill)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self._socket.shutdown(socket.SHUT_RDWR)
+        self._socket.close()
+        try:
+            self._process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+
+    def __enter__(self) -> WarmChecker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -256,7 +256,12 @@ def compare_gradients(
     """The first input whose gradient is wrong, with the classic mistake it looks like."""
     for name, got in grads.items():
         if got is None:
-            return Failure(run, f"backward returned None for `{name}`, which requires grad")
+            text = f"backward returned None for `{name}`, which requires grad"
+            return Failure(
+                run,
+                text,
+                diagnosis={"mistake": "none_for_required", "input": name, "text": text, "view": []},
+            )
         mismatch = compare_tensor(f"grad for `{name}`", expected[name], got, run.tolerance)
         if not mismatch:
             continue
@@ -299,11 +304,17 @@ def backward_stage(checked: Checked) -> StageOutcome:
         if failure:
             failures.append(failure)
     names = ", ".join(f"`{n}`" for n in plan.runs[0].grad_names())
+    target = (
+        "the spec's stated gradient ("
+        + "; ".join(f"`{v}`" for v in exercise.expected_gradient.values())
+        + ")"
+        if exercise.expected_gradient
+        else f"autograd of `{exercise.reference}`"
+    )
     return summarise(
         failures,
         len(plan.runs),
-        f"gradients for {names} match autograd of `{exercise.reference}` on {len(plan.runs)} runs "
-        "with random upstream gradients",
+        f"gradients for {names} match {target} on {len(plan.runs)} runs with random upstream gradients",
     )
 
 

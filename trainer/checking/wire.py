@@ -50,7 +50,9 @@ class PeerGone(WireError):
 def encode(value: object, blobs: list[bytes], layout: str = "plain") -> dict[str, Any]:
     """Describe ``value`` as JSON, appending tensor bytes to ``blobs``."""
     if isinstance(value, torch.Tensor):
-        data = value.detach().to("cpu").contiguous().reshape(-1)
+        flat = value.detach().to("cpu").reshape(-1)
+        # A fresh buffer with stride 1: even a one-element stride-0 tensor can be viewed as bytes.
+        data = torch.empty(flat.shape, dtype=flat.dtype).copy_(flat)
         # Bytes, whatever the dtype (numpy has no bfloat16).
         raw = data if data.dtype == torch.bool else data.view(torch.uint8)
         blobs.append(raw.numpy().tobytes() if data.numel() else b"")

@@ -1,0 +1,87 @@
+"""The warm checker (watch mode, grading, validate): same verdicts and isolation as a cold check."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CATALOG, REPO
+from trainer.checking.report import Verdict
+from trainer.checking.runner import WarmChecker, run_check
+
+SIGMOID = CATALOG.get("sigmoid")
+GOOD = (REPO / "solutions" / "sigmoid.py").read_text()
+
+
+@pytest.fixture(scope="module")
+def warm() -> Iterator[WarmChecker]:
+    with WarmChecker() as checker:
+        yield checker
+
+
+def _verdicts(path: Path, warm: WarmChecker | None, timeout: float = 30.0) -> dict[str, Verdict]:
+    report = run_check(SIGMOID, path, warm=warm, timeout=timeout)
+    return {s.id: s.verdict for s in report.stages}
+
+
+def test_a_warm_check_gives_the_same_verdicts_as_a_cold_one(warm, tmp_path):
+    for source in (
+        REPO / "solutions" / "sigmoid.py",
+        REPO / "solutions" / "wrong" / "sigmoid" / "forgets_grad_output.py",
+        REPO / "solutions" / "wrong" / "sigmoid" / "returns_float32.py",
+    ):
+        assert _verdicts(source, warm) == _verdicts(source, None), source.name
+
+
+def test_a_warm_check_that_hangs_is_killed_and_the_next_check_still_runs(warm, tmp_path):
+    hangs = tmp_path / "hangs.py"
+    hangs.write_text(
+        GOOD.replace(
+            "(output,) = ctx.saved_tensors",
+            "(output,) = ctx.saved_tensors\n        while True:\n            pass",
+        )
+    )
+    started = time.monotonic()
+    report = run_check(SIGMOID, hangs, warm=warm, timeout=3)
+    assert time.monotonic() - started < 15
+    failure = report.first_failure
+    assert failure is not None and failure.id == "backward"
+    assert "timed out after 3 s" in failure.message
+    assert run_check(SIGMOID, REPO / "solutions" / "sigmoid.py", warm=warm).passed
+
+
+def test_a_warm_check_reports_how_the_process_ended(warm, tmp_path):
+    exits = tmp_path / "exits.py"
+    exits.write_text(GOOD.replace("output = torch.sigmoid(x)", "import os\n        os._exit(7)"))
+    report = run_check(SIGMOID, exits, warm=warm)
+    failure = report.first_failure
+    assert failure is not None and failure.id == "forward"
+    assert "exited with code 7" in failure.message
+
+
+def test_a_process_started_in_a_new_session_does_not_outlive_a_warm_check(warm, tmp_path):
+    pid_file = tmp_path / "pid"
+    starts = tmp_path / "starts.py"
+    starts.write_text(
+        "import subprocess\n"
+        f"_p = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
+        f"open({str(pid_file)!r}, 'w').write(str(_p.pid))\n" + GOOD
+    )
+    assert run_check(SIGMOID, starts, warm=warm).passed
+    pid = int(pid_file.read_text())
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+        except FileNotFoundError:
+            break
+        if state == "Z":
+            break
+        time.sleep(0.05)
+    else:
+        os.kill(pid, 9)
+        pytest.fail(f"`sleep` (pid {pid}) outlived the check")
