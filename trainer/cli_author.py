@@ -1,7 +1,5 @@
 """Commands for instructors and exercise authors: validate, new and grade."""
 
-from __future__ import annotations
-
 import json
 from dataclasses import asdict
 from pathlib import Path

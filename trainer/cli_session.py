@@ -4,8 +4,6 @@ Registered on the app of :mod:`trainer.cli`; like the commands there, each calls
 the core and renders, nothing more.
 """
 
-from __future__ import annotations
-
 import queue
 import random
 import threading

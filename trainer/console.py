@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.markdown import Markdown
+from rich.console import Console, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -33,6 +33,33 @@ _VERDICT_STYLE = {
     Verdict.FAIL: ("✘ fail", "bold red"),
     Verdict.SKIP: ("– skip", "dim"),
 }
+
+
+_INLINE = re.compile(r"`([^`]+)`|\*\*([^*]+)\*\*|\*([^*\s][^*]*)\*")
+_BLOCK = re.compile(r"^\s*([-*+] |\d+\. |#|```|>|\|)", re.MULTILINE)
+
+
+def markdown(text: str) -> RenderableType:
+    """Markdown for the console. A single paragraph (a hint) is rendered here,
+    without importing a Markdown parser: `hint` must start fast."""
+    if _BLOCK.search(text) or "\n\n" in text.strip():
+        from rich.markdown import Markdown
+
+        return Markdown(text)
+    rendered = Text()
+    position = 0
+    for match in _INLINE.finditer(text):
+        rendered.append(text[position : match.start()])
+        code, bold, italic = match.groups()
+        if code is not None:
+            rendered.append(code, style="bold cyan")
+        elif bold is not None:
+            rendered.append(bold, style="bold")
+        else:
+            rendered.append(italic, style="italic")
+        position = match.end()
+    rendered.append(text[position:])
+    return rendered
 
 
 def is_interactive() -> bool:
@@ -61,7 +88,7 @@ def _relative(path: Path) -> str:
 
 
 def started(exercise: Exercise, result: StartResult) -> None:
-    out.print(Panel(Markdown(exercise.statement), title=f"[bold]{exercise.title}[/]", expand=False))
+    out.print(Panel(markdown(exercise.statement), title=f"[bold]{exercise.title}[/]", expand=False))
     shown = _relative(result.path)
     if result.kept_edits:
         out.print(
@@ -147,7 +174,7 @@ def ask(prompt: str) -> str | None:
 
 def hint(exercise: Exercise, number: int, text: str, last: bool) -> None:
     total = len(exercise.hints)
-    out.print(Panel(Markdown(text), title=f"Hint {number} of {total}", expand=False))
+    out.print(Panel(markdown(text), title=f"Hint {number} of {total}", expand=False))
     if last:
         out.print(
             f"That is the last hint. Run [bold]trainer check[/] when ready; "
@@ -160,7 +187,7 @@ def hint(exercise: Exercise, number: int, text: str, last: bool) -> None:
 def all_hints(exercise: Exercise) -> None:
     for number, text in enumerate(exercise.hints, start=1):
         out.print(
-            Panel(Markdown(text), title=f"Hint {number} of {len(exercise.hints)}", expand=False)
+            Panel(markdown(text), title=f"Hint {number} of {len(exercise.hints)}", expand=False)
         )
 
 
@@ -277,7 +304,7 @@ def solution(exercise: Exercise, source: str, passed: bool) -> None:
     title = f"Reference solution: {exercise.id}" + ("" if passed else " (not passed yet)")
     out.print(Panel(Syntax(source, "python", line_numbers=True), title=title, expand=False))
     if exercise.notes:
-        out.print(Panel(Markdown(exercise.notes), title="What to notice", expand=False))
+        out.print(Panel(markdown(exercise.notes), title="What to notice", expand=False))
 
 
 def interview_started(exercise: Exercise, minutes: float) -> None:

@@ -150,8 +150,8 @@ class StateStore:
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(state.to_json())
-                handle.flush()
-                os.fsync(handle.fileno())
+            # Atomic: readers see the old file or the new one, never half of one.
+            # (No fsync: progress is not worth 10 ms on every command.)
             os.replace(temporary, self.path)
         except BaseException:
             with contextlib.suppress(OSError):

@@ -1,0 +1,235 @@
+"""Benchmarks for the speed targets, each against its baseline in the same run.
+
+Run: ``python -m trainer.bench`` (``--repeat N`` for more runs). Prints medians,
+ratios and whether each target is met; exits 1 when one is not.
+
+1. ``trainer hint sigmoid`` vs ``python -c "import typer, rich, yaml"`` (≤ 1.5×).
+2. ``trainer check`` on a correct solution vs ``python -c "import torch"``:
+   time ≤ 1.4× and peak memory ≤ 1.3× (the largest process of the check).
+3. Re-check in watch mode from a warm worker: from saving the file to the
+   verdict, for sigmoid (≤ 0.25 s).
+4. ``trainer validate`` over the whole catalogue: wall time and how busy the cores were.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import queue
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainer.catalog import Catalog, solution_path
+
+
+@dataclass
+class Sample:
+    seconds: float
+    peak_kib: int  # the largest resident set of the process tree
+
+
+def _run(argv: Sequence[str], cwd: Path, env: dict[str, str]) -> Sample:
+    started = time.perf_counter()
+    process = subprocess.Popen(
+        list(argv), cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    _, status, usage = os.wait4(process.pid, 0)
+    elapsed = time.perf_counter() - started
+    process.returncode = os.waitstatus_to_exitcode(status)
+    if process.returncode not in (0, 1):
+        raise SystemExit(f"benchmark command failed ({process.returncode}): {' '.join(argv)}")
+    # ru_maxrss of a reaped child covers its own reaped children too (Linux: KiB).
+    return Sample(elapsed, int(usage.ru_maxrss))
+
+
+def _median(samples: list[Sample]) -> tuple[float, int]:
+    return (
+        statistics.median(s.seconds for s in samples),
+        int(statistics.median(s.peak_kib for s in samples)),
+    )
+
+
+def _trainer() -> list[str]:
+    return [sys.executable, "-m", "trainer"]
+
+
+@dataclass
+class Row:
+    target: str
+    measured: str
+    baseline: str
+    ratio: str
+    limit: str
+    met: bool
+
+
+def bench_startup(repeat: int, workdir: Path, env: dict[str, str]) -> list[Row]:
+    baseline = _median(
+        [
+            _run([sys.executable, "-c", "import typer, rich, yaml"], workdir, env)
+            for _ in range(repeat)
+        ]
+    )
+    hint = _median([_run([*_trainer(), "hint", "sigmoid"], workdir, env) for _ in range(repeat)])
+    ratio = hint[0] / baseline[0]
+    return [
+        Row(
+            "1. trainer hint sigmoid (time)",
+            f"{hint[0] * 1000:.0f} ms",
+            f"{baseline[0] * 1000:.0f} ms (import typer, rich, yaml)",
+            f"{ratio:.2f}×",
+            "≤ 1.5×",
+            ratio <= 1.5,
+        )
+    ]
+
+
+def bench_check(repeat: int, workdir: Path, env: dict[str, str]) -> list[Row]:
+    exercise = Catalog.default().get("sigmoid")
+    solution = solution_path(exercise)
+    torch_import = _median(
+        [_run([sys.executable, "-c", "import torch"], workdir, env) for _ in range(repeat)]
+    )
+    check = _median(
+        [
+            _run([*_trainer(), "check", "sigmoid", "--file", str(solution)], workdir, env)
+            for _ in range(repeat)
+        ]
+    )
+    time_ratio = check[0] / torch_import[0]
+    memory_ratio = check[1] / torch_import[1]
+    return [
+        Row(
+            "2. trainer check, correct sigmoid (time)",
+            f"{check[0]:.2f} s",
+            f"{torch_import[0]:.2f} s (import torch)",
+            f"{time_ratio:.2f}×",
+            "≤ 1.4×",
+            time_ratio <= 1.4,
+        ),
+        Row(
+            "2. trainer check (peak memory)",
+            f"{check[1] / 1024:.0f} MiB",
+            f"{torch_import[1] / 1024:.0f} MiB (import torch)",
+            f"{memory_ratio:.2f}×",
+            "≤ 1.3×",
+            memory_ratio <= 1.3,
+        ),
+    ]
+
+
+def bench_watch(repeat: int, workdir: Path) -> list[Row]:
+    """From a save to the verdict, through the real watch loop and a warm worker."""
+    from trainer.checking.runner import WarmChecker, run_check
+    from trainer.watch import watch_loop
+
+    exercise = Catalog.default().get("sigmoid")
+    scratch = workdir / "watched" / "sigmoid.py"
+    scratch.parent.mkdir(exist_ok=True)
+    source = solution_path(exercise).read_text(encoding="utf-8")
+    scratch.write_text(source, encoding="utf-8")
+    latencies: list[float] = []
+    saved_at: list[float] = []
+    done = threading.Event()
+    keys: queue.Queue[str] = queue.Queue()
+    stop = threading.Event()
+
+    with WarmChecker() as warm:
+
+        def on_change() -> None:
+            report = run_check(exercise, scratch, warm=warm, solution=solution_path(exercise))
+            if not report.passed:
+                raise SystemExit("the watched solution did not pass")
+            if saved_at:
+                latencies.append(time.perf_counter() - saved_at[-1])
+            done.set()
+
+        runner = threading.Thread(
+            target=watch_loop, args=(lambda: scratch, on_change, lambda _k: True, keys, stop)
+        )
+        runner.start()
+        done.wait(timeout=60)
+        for index in range(repeat):
+            done.clear()
+            time.sleep(0.3)  # a learner does not save twice in a blink
+            saved_at.append(time.perf_counter())
+            scratch.write_text(source + f"\n# save {index}\n", encoding="utf-8")
+            done.wait(timeout=30)
+        stop.set()
+        runner.join(timeout=5)
+    median = statistics.median(latencies)
+    return [
+        Row(
+            "3. watch: save → verdict, warm worker",
+            f"{median:.3f} s",
+            "–",
+            "–",
+            "≤ 0.25 s",
+            median <= 0.25,
+        )
+    ]
+
+
+def bench_validate(workdir: Path, env: dict[str, str]) -> list[Row]:
+    cores = os.cpu_count() or 1
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    sample = _run([*_trainer(), "validate"], workdir, env)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    busy = cpu / (sample.seconds * cores)
+    count = len(Catalog.default().spec_paths())
+    return [
+        Row(
+            f"4. trainer validate, {count} exercises",
+            f"{sample.seconds:.1f} s wall, {cpu:.1f} s CPU",
+            f"{cores} cores",
+            f"{busy:.0%} busy",
+            "every core used",
+            busy >= 0.75,
+        )
+    ]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m trainer.bench", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument("--repeat", type=int, default=7, help="runs per measurement (median)")
+    parser.add_argument("--skip-validate", action="store_true", help="skip the slowest target")
+    options = parser.parse_args(argv)
+
+    workdir = Path(tempfile.mkdtemp(prefix="trainer-bench-"))
+    env = {**os.environ, "TRAINER_WORKSPACE": str(workdir / "ws")}
+    try:
+        rows = bench_startup(options.repeat, workdir, env)
+        rows += bench_check(options.repeat, workdir, env)
+        rows += bench_watch(options.repeat, workdir)
+        if not options.skip_validate:
+            rows += bench_validate(workdir, env)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    width = max(len(r.target) for r in rows)
+    print(f"{'target'.ljust(width)}  measured | baseline | ratio | limit | met")
+    for row in rows:
+        mark = "yes" if row.met else "NO"
+        print(
+            f"{row.target.ljust(width)}  {row.measured} | {row.baseline} | {row.ratio} | {row.limit} | {mark}"
+        )
+    print(
+        f"({options.repeat} runs each, medians; {os.cpu_count()} cores; python {sys.version.split()[0]})"
+    )
+    return 0 if all(r.met for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
