@@ -88,7 +88,9 @@ def _relative(path: Path) -> str:
 
 
 def started(exercise: Exercise, result: StartResult) -> None:
-    out.print(Panel(markdown(exercise.statement), title=f"[bold]{exercise.title}[/]", expand=False))
+    out.print(
+        Panel(markdown(exercise.statement), title=Text(exercise.title, style="bold"), expand=False)
+    )
     shown = _relative(result.path)
     if result.kept_edits:
         out.print(
@@ -192,18 +194,20 @@ def all_hints(exercise: Exercise) -> None:
 
 
 def quiz_question(number: int, total: int, question: QuizQuestion) -> None:
-    out.print(f"\n[bold]Question {number} of {total}.[/] {question.question}")
+    # Spec text is printed as Text, never as markup: `g[i, j]` must stay as written.
+    out.print(Text(f"\nQuestion {number} of {total}. ", style="bold") + Text(question.question))
     for index, choice in enumerate(question.choices, start=1):
-        out.print(f"  {index}. {choice}")
+        out.print(Text(f"  {index}. {choice}"))
 
 
 def quiz_feedback(question: QuizQuestion, correct: bool) -> None:
     if correct:
-        out.print("[bold green]✔ Right.[/] " + question.explanation)
+        out.print(Text("✔ Right. ", style="bold green") + Text(question.explanation))
     else:
         answer = question.choices[question.answer - 1]
         out.print(
-            f"[bold red]✘ Not quite.[/] The answer is {question.answer}. {answer}\n{question.explanation}"
+            Text("✘ Not quite. ", style="bold red")
+            + Text(f"The answer is {question.answer}. {answer}\n{question.explanation}")
         )
 
 

@@ -81,7 +81,9 @@ def run(job: dict[str, Any], token_fd: int, result_fd: int) -> None:
     except Exception as error:  # a broken reference is the spec's fault, not the learner's
         token = _read_line(token_fd).decode().strip()
         Channel(result_fd, token).send(
-            type="error", message=f"{job['spec_name']}: reference: {error}"
+            type="error",
+            message=f"{job['spec_name']}: preparing the check failed (reference, cases or "
+            f"stability probes): {error}",
         )
         os._exit(0)
 

@@ -75,6 +75,12 @@ def _raw_return(checked: Checked, run: Run, notes: set[str]) -> Failure | None:
         failure = _check_value(run, param, value)
         if failure is not None:
             return failure
+        if isinstance(param, TensorParam) and not param.requires_grad and value is not None:
+            notes.add(
+                f"backward returns a tensor for `{param.name}`, which never gets a gradient "
+                f"({'an integer tensor' if not param.is_float else 'it does not require grad'}): "
+                "autograd drops it; return None there"
+            )
         if run.dtype == torch.float64 and _computed_in_float32(
             value, run.expected_grads.get(param.name)
         ):
@@ -125,7 +131,7 @@ def _check_value(run: Run, param: TensorParam | ScalarParam, value: object) -> F
         )
         return Failure(run, text, diagnosis=_mistake("grad_for_non_tensor", name, text))
     if not param.requires_grad and (value is None or isinstance(value, torch.Tensor)):
-        return None
+        return None  # autograd drops it; a note says None is the honest value
     if value is None:
         text = f"backward returned None for `{name}`, which requires grad"
         return Failure(run, text, diagnosis=_mistake("none_for_required", name, text))

@@ -95,8 +95,8 @@ def classify(
     want = expected.detach().double()
     have = got.detach().double()
     if have.shape != want.shape:
-        reversed_shape = have.dim() == 2 and tuple(have.shape) == tuple(reversed(want.shape))
-        if reversed_shape and _close(have.T, want, rtol, atol):
+        swapped = have.dim() >= 2 and tuple(have.mT.shape) == tuple(want.shape)
+        if swapped and _close(have.mT, want, rtol, atol):
             return "transposed", EXPLANATIONS["transposed"] + f" (shape {shape_text(have.shape)})"
         if have.numel() == want.numel() and _close(have.reshape(want.shape), want, rtol, atol):
             return (
@@ -150,7 +150,7 @@ def classify(
                 "constant_factor",
                 f"the gradient is off by a constant factor: {factor:.4g} times the right one",
             )
-    if have.dim() == 2 and have.shape[0] == have.shape[1] and _close(have.T, want, rtol, atol):
+    if have.dim() >= 2 and have.shape[-1] == have.shape[-2] and _close(have.mT, want, rtol, atol):
         return "transposed", EXPLANATIONS["transposed"]
     return "unknown", EXPLANATIONS["unknown"]
 

@@ -251,7 +251,7 @@ def _stability_run(exercise: Exercise, index: int, generator: torch.Generator) -
     probe = exercise.stability[index]
     dtype = torch.float32 if probe.dtype == "float32" else torch.float64
     args = tuple(
-        torch.tensor(probe.values[p.name], dtype=dtype)
+        torch.tensor(probe.values[p.name], dtype=dtype if p.is_float else torch.int64)
         if isinstance(p, TensorParam)
         else probe.values[p.name]
         for p in exercise.parameters

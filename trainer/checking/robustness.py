@@ -113,16 +113,13 @@ def stability_stage(checked: Checked) -> StageOutcome:
 
 def _not_finite(run: Run, what: str, tensor: torch.Tensor) -> Failure:
     flat = tensor.detach().reshape(-1)
-    index = int((~torch.isfinite(flat)).nonzero()[0])
-    value = float(flat[index])
-    inputs = ", ".join(
-        f"{p.name} = {float(a.reshape(-1)[index]) if isinstance(a, torch.Tensor) and a.numel() == flat.numel() else a}"
-        for p, a in zip(run.params, run.args, strict=True)
-    )
+    index = [
+        int(i) for i in torch.unravel_index((~torch.isfinite(flat)).nonzero()[0, 0], tensor.shape)
+    ]
+    value = float(flat[(~torch.isfinite(flat)).nonzero()[0, 0]])
     text = (
-        f"{what} {value} at element {index}, for {inputs} "
-        f"({'float32' if run.dtype == torch.float32 else 'float64'}), where the reference is finite: "
-        "rewrite it in a numerically stable form"
+        f"{what} {value} at {index} for the inputs {run.values_text()}, where the reference is "
+        "finite: rewrite it in a numerically stable form"
     )
     return Failure(
         None, text, diagnosis={"mistake": "non_finite", "input": "", "text": text, "view": []}

@@ -115,9 +115,14 @@ def _autograd_words(text: str, names: tuple[str, ...]) -> tuple[str, str, str] |
         index = int(match.group(1))
         got_shape = f"({match.group(2)}{',' if ',' not in match.group(2) else ''})"
         want_shape = f"({match.group(3)}{',' if ',' not in match.group(3) else ''})"
-        reversed_shape = [d.strip() for d in match.group(2).split(",")][::-1] == [
-            d.strip() for d in match.group(3).split(",")
-        ]
+        got_dims = [d.strip() for d in match.group(2).split(",")]
+        want_dims = [d.strip() for d in match.group(3).split(",")]
+        reversed_shape = (
+            len(got_dims) >= 2
+            and got_dims[:-2] == want_dims[:-2]
+            and got_dims[-2:] == want_dims[-2:][::-1]
+            and got_dims != want_dims
+        )
         words = (
             f"grad for {name(index)} has shape {got_shape} but {name(index)} has shape "
             f"{want_shape}: "

@@ -1,0 +1,19 @@
+import torch
+
+
+class MyLogSoftmax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, dim):
+        m = x.amax(dim=dim, keepdim=True)
+        shifted = x - m
+        y = shifted - torch.log(torch.exp(shifted).sum(dim=dim, keepdim=True))
+        ctx.save_for_backward(y)
+        ctx.dim = dim
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        # Wrong: without keepdim the sum loses dim and broadcasts against the wrong dimension.
+        total = grad_output.sum(dim=ctx.dim)
+        return grad_output - torch.exp(y) * total, None
