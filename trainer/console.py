@@ -258,8 +258,10 @@ def exercise_list(exercises: Sequence[Exercise], state: State) -> None:
     out.print(f"{passed} of {len(exercises)} passed.")
     if state.interview is not None:
         out.print(f"Interview under way on [bold]{state.interview.exercise}[/].")
-    if state.current is None:
-        out.print("Begin with [bold]trainer start sigmoid[/].")
+    if state.current is None and exercises:
+        out.print(
+            f"Begin with [bold]trainer start {exercises[0].id}[/] (or [bold]trainer next[/])."
+        )
 
 
 def _clock(seconds: float) -> str:

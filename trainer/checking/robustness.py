@@ -107,7 +107,9 @@ def stability_stage(checked: Checked) -> StageOutcome:
     return summarise(
         failures,
         len(runs),
-        f"forward and backward stay finite at {len(runs)} extreme inputs where the reference does",
+        f"forward and backward stay finite on {len(runs)} probes "
+        f"({sum(int(a.numel()) for r in runs for a in r.args if isinstance(a, torch.Tensor))} "
+        "extreme values) where the reference does",
     )
 
 

@@ -1,0 +1,15 @@
+import torch
+
+
+class MyExp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input):
+        output = torch.exp(input)
+        ctx.save_for_backward(output)
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (output,) = ctx.saved_tensors
+        # Wrong: the local derivative alone; the chain rule needs grad_output * output.
+        return output

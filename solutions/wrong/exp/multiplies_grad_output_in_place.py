@@ -1,0 +1,16 @@
+import torch
+
+
+class MyExp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, input):
+        output = torch.exp(input)
+        ctx.save_for_backward(output)
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (output,) = ctx.saved_tensors
+        # Wrong: `*=` writes into grad_output, a tensor autograd owns.
+        grad_output *= output
+        return grad_output

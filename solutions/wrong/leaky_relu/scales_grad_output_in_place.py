@@ -1,0 +1,16 @@
+import torch
+
+
+class MyLeakyReLU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, negative_slope):
+        ctx.save_for_backward(x)
+        ctx.negative_slope = negative_slope
+        return torch.where(x > 0, x, x * negative_slope)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        # Wrong: writes into grad_output, a tensor autograd owns, instead of a new tensor.
+        grad_output[x < 0] *= ctx.negative_slope
+        return grad_output, None
