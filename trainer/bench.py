@@ -59,7 +59,9 @@ def _median(samples: list[Sample]) -> tuple[float, int]:
 
 
 def _trainer() -> list[str]:
-    return [sys.executable, "-m", "trainer"]
+    """The installed console script, as a learner runs it; `python -m trainer` without one."""
+    script = Path(sys.executable).with_name("trainer")
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "trainer"]
 
 
 @dataclass

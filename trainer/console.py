@@ -11,19 +11,34 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rich.console import Console, RenderableType
-from rich.panel import Panel
-from rich.table import Table
 from rich.text import Text
 
 from trainer.checking.report import CheckReport, Verdict
-from trainer.interview import InterviewSummary
-
-if TYPE_CHECKING:
-    from trainer.authoring import Validation
-    from trainer.grading import Grade
 from trainer.spec import Exercise, QuizQuestion
 from trainer.state import Progress, State
-from trainer.workspace import StartResult
+
+if TYPE_CHECKING:
+    from rich.panel import Panel
+    from rich.table import Table
+
+    from trainer.authoring import Validation
+    from trainer.grading import Grade
+    from trainer.interview import InterviewSummary
+    from trainer.workspace import StartResult
+
+
+def _panel(*args: object, **kwargs: object) -> Panel:
+    # rich.panel and rich.table cost milliseconds at start; most commands print neither.
+    from rich.panel import Panel
+
+    return Panel(*args, **kwargs)  # type: ignore[arg-type]
+
+
+def _table(*args: object, **kwargs: object) -> Table:
+    from rich.table import Table
+
+    return Table(*args, **kwargs)  # type: ignore[arg-type]
+
 
 out = Console(highlight=False)
 err = Console(stderr=True, highlight=False)
@@ -89,7 +104,7 @@ def _relative(path: Path) -> str:
 
 def started(exercise: Exercise, result: StartResult) -> None:
     out.print(
-        Panel(markdown(exercise.statement), title=Text(exercise.title, style="bold"), expand=False)
+        _panel(markdown(exercise.statement), title=Text(exercise.title, style="bold"), expand=False)
     )
     shown = _relative(result.path)
     if result.kept_edits:
@@ -121,7 +136,7 @@ def check_report(
     )
     if interview_left is not None:
         out.print(f"[bold magenta]Interview: {_clock(interview_left)} left.[/]")
-    table = Table(show_lines=True, expand=True)
+    table = _table(show_lines=True, expand=True)
     table.add_column("Stage", no_wrap=True)
     table.add_column("Verdict", no_wrap=True)
     table.add_column("Details", ratio=1)
@@ -137,7 +152,7 @@ def check_report(
     failure = report.first_failure
     if failure is not None and report.output.strip():
         tail = "\n".join(report.output.rstrip().splitlines()[-15:])
-        out.print(Panel(Text(tail), title="your code printed (last lines)", expand=False))
+        out.print(_panel(Text(tail), title="your code printed (last lines)", expand=False))
     if report.passed:
         ran = [s for s in report.stages if s.verdict is Verdict.PASS]
         skipped = len(report.stages) - len(ran)
@@ -176,7 +191,7 @@ def ask(prompt: str) -> str | None:
 
 def hint(exercise: Exercise, number: int, text: str, last: bool) -> None:
     total = len(exercise.hints)
-    out.print(Panel(markdown(text), title=f"Hint {number} of {total}", expand=False))
+    out.print(_panel(markdown(text), title=f"Hint {number} of {total}", expand=False))
     if last:
         out.print(
             f"That is the last hint. Run [bold]trainer check[/] when ready; "
@@ -189,7 +204,7 @@ def hint(exercise: Exercise, number: int, text: str, last: bool) -> None:
 def all_hints(exercise: Exercise) -> None:
     for number, text in enumerate(exercise.hints, start=1):
         out.print(
-            Panel(markdown(text), title=f"Hint {number} of {len(exercise.hints)}", expand=False)
+            _panel(markdown(text), title=f"Hint {number} of {len(exercise.hints)}", expand=False)
         )
 
 
@@ -221,7 +236,7 @@ def quiz_score(exercise: Exercise, score: int, total: int, best: int | None) -> 
 
 
 def exercise_list(exercises: Sequence[Exercise], state: State) -> None:
-    table = Table()
+    table = _table()
     table.add_column("")
     table.add_column("Exercise", no_wrap=True)
     table.add_column("Title")
@@ -308,9 +323,9 @@ def solution(exercise: Exercise, source: str, passed: bool) -> None:
     from rich.syntax import Syntax
 
     title = f"Reference solution: {exercise.id}" + ("" if passed else " (not passed yet)")
-    out.print(Panel(Syntax(source, "python", line_numbers=True), title=title, expand=False))
+    out.print(_panel(Syntax(source, "python", line_numbers=True), title=title, expand=False))
     if exercise.notes:
-        out.print(Panel(markdown(exercise.notes), title="What to notice", expand=False))
+        out.print(_panel(markdown(exercise.notes), title="What to notice", expand=False))
 
 
 def interview_started(exercise: Exercise, minutes: float) -> None:
@@ -327,7 +342,7 @@ def interview_summary(summary: InterviewSummary) -> None:
         "stopped": "[yellow]stopped[/]",
         "time up": "[bold red]time up[/]",
     }.get(summary.reason, summary.reason)
-    table = Table(title=f"Interview on {summary.exercise}: {verdict}", show_header=False)
+    table = _table(title=f"Interview on {summary.exercise}: {verdict}", show_header=False)
     table.add_row("Time taken", f"{_clock(summary.seconds)} of {summary.minutes:g}:00")
     table.add_row("Checks run", str(summary.checks))
     table.add_row("Hints used", str(summary.hints))
@@ -361,7 +376,7 @@ def progress(label: str, total: int | None) -> Iterator[Callable[[], None]]:
 
 
 def validation_table(results: Sequence[Validation]) -> None:
-    table = Table(title="Validation", show_lines=True)
+    table = _table(title="Validation", show_lines=True)
     table.add_column("Spec", no_wrap=True)
     table.add_column("Schema")
     table.add_column("Stub fails")
@@ -408,7 +423,7 @@ def scaffolded(exercise_id: str, files: Sequence[Path], root: Path) -> None:
 
 
 def grade_table(exercise_id: str, grades: Sequence[Grade], junit: Path | None) -> None:
-    table = Table(title=f"Grades: {exercise_id}")
+    table = _table(title=f"Grades: {exercise_id}")
     table.add_column("Submission", no_wrap=True)
     table.add_column("Verdict")
     table.add_column("First failure")

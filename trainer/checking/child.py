@@ -63,9 +63,12 @@ def main() -> None:
     run(job, token_fd=0, result_fd=int(job["result_fd"]))
 
 
-def run(job: dict[str, Any], token_fd: int, result_fd: int) -> None:
+def run(job: dict[str, Any], token_fd: int, result_fd: int, plan: Any = None) -> None:
     """Check one file and exit. The token is read from ``token_fd`` only once the
-    learner's process exists, so that process never holds it; never returns."""
+    learner's process exists, so that process never holds it; never returns.
+
+    ``plan`` is the precomputed plan a warm parent may hand over (see zygote).
+    """
     import torch
 
     from trainer.checking.plan import build_plan, reference_saved_bytes
@@ -77,7 +80,8 @@ def run(job: dict[str, Any], token_fd: int, result_fd: int) -> None:
     exercise = load_exercise(Path(job["spec_path"]), job["spec_name"])
     path = Path(job["file"])
     try:
-        plan = build_plan(exercise, int(job["seed"]))
+        if plan is None:
+            plan = build_plan(exercise, int(job["seed"]))
     except Exception as error:  # a broken reference is the spec's fault, not the learner's
         token = _read_line(token_fd).decode().strip()
         Channel(result_fd, token).send(

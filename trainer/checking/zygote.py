@@ -25,8 +25,31 @@ def _send(sock: socket.socket, message: dict[str, Any]) -> None:
     sock.sendall((json.dumps(message) + "\n").encode())
 
 
+# Plans (inputs, references, expected gradients) by spec file, its version and
+# seed. Computing one is trusted work, the same for every check of an exercise,
+# and the first torch ops of a process are slow: forks inherit a cached plan.
+_PLANS: dict[tuple[str, int, int], Any] = {}
+
+
+def _plan(job: dict[str, Any]) -> Any:
+    from pathlib import Path
+
+    from trainer.checking.plan import build_plan
+    from trainer.spec import load_exercise
+
+    path = Path(job["spec_path"])
+    try:
+        key = (str(path), path.stat().st_mtime_ns, int(job["seed"]))
+        if key not in _PLANS:
+            _PLANS[key] = build_plan(load_exercise(path, job["spec_name"]), key[2])
+        return _PLANS[key]
+    except Exception:  # the child builds it again and reports the problem
+        return None
+
+
 def _spawn(sock: socket.socket, job: dict[str, Any], fds: list[int]) -> None:
     result_fd, output_fd, token_fd = fds
+    plan = _plan(job)
     pid = os.fork()
     if pid == 0:  # the checking child of this one job
         try:
@@ -41,7 +64,7 @@ def _spawn(sock: socket.socket, job: dict[str, Any], fds: list[int]) -> None:
                 os.environ["TRAINER_CHECK_ID"] = marker
             from trainer.checking.child import run
 
-            run(job, token_fd=token_fd, result_fd=result_fd)
+            run(job, token_fd=token_fd, result_fd=result_fd, plan=plan)
         finally:
             os._exit(5)
     for fd in fds:
