@@ -184,9 +184,12 @@ def ask_yes_no(question: str, default: bool = True) -> bool:
 def ask(prompt: str) -> str | None:
     """One line from the user, or None at end of input."""
     try:
-        return out.input(prompt)
+        answer = out.input(prompt)
     except EOFError:
         return None
+    if not sys.stdin.isatty():
+        out.print(answer, highlight=False)  # piped answers: keep the transcript readable
+    return answer
 
 
 def hint(exercise: Exercise, number: int, text: str, last: bool) -> None:
