@@ -190,6 +190,12 @@ def check(
         bool,
         typer.Option("--double-backward", help="Also check second derivatives through backward."),
     ] = False,
+    memory_limit: Annotated[
+        int,
+        typer.Option(
+            "--memory-limit", min=64, help="MiB your code may allocate, on top of torch itself."
+        ),
+    ] = 4096,
     workspace: WorkspaceOption = None,
 ) -> None:
     """Check your backward pass: structure, forward and backward parity, gradcheck.
@@ -217,6 +223,7 @@ def check(
         timeout=timeout,
         solution=context.catalog.solution_path(exercise),
         double_backward=double_backward,
+        memory_limit_mb=memory_limit,
     )
     left, summary = None, None
     if context.workspace.root.is_dir():

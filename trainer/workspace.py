@@ -56,7 +56,7 @@ class Workspace:
                 f"cannot create the workspace {self.root}: {error.strerror}. "
                 "Choose another with --workspace."
             ) from None
-        if not os.access(self.root, os.W_OK | os.X_OK):
+        if not _writable(self.root):
             raise WorkspaceError(
                 f"the workspace {self.root} is not writable. Fix its permissions, "
                 "or choose another with --workspace."
@@ -91,6 +91,10 @@ class Workspace:
             return StartResult(path=path, created=True, kept_edits=False, backup=backup)
         write_atomically(path, exercise.stub)
         return StartResult(path=path, created=True, kept_edits=False)
+
+
+def _writable(folder: Path) -> bool:
+    return os.access(folder, os.W_OK | os.X_OK)
 
 
 def _same_text(raw: bytes, text: str) -> bool:

@@ -59,7 +59,10 @@ def _raw_return(checked: Checked, run: Run, notes: set[str]) -> Failure | None:
     except LearnerFault as fault:
         return Failure(run, fault.message, fault.details)
 
-    values = raw if isinstance(raw, tuple | list) else (raw,)
+    if isinstance(raw, list):
+        text = "backward returned a list: return a tuple, which is what autograd accepts"
+        return Failure(run, text, diagnosis=_mistake("not_a_tensor", "", text))
+    values = raw if isinstance(raw, tuple) else (raw,)
     names = ", ".join(f"`{p.name}`" for p in params)
     if len(values) != len(params):
         scalars = [p.name for p in params if isinstance(p, ScalarParam)]

@@ -224,6 +224,12 @@ def explain_learner_error(error: BaseException, path: Path, during: str) -> tupl
                 f"Write it in {path.name}, then run `trainer check` again.",
                 [],
             )
+    if isinstance(error, MemoryError) or "can't allocate memory" in str(error):
+        return (
+            f"{during} ran out of memory: it asked for more than the check allows "
+            "(raise the cap with --memory-limit if that much is really needed)",
+            frames,
+        )
     if isinstance(error, SystemExit):
         return f"your code called sys.exit({error.code!r}) during {during}", frames
     if isinstance(error, RecursionError):

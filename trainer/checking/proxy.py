@@ -76,7 +76,12 @@ class Sandbox:
 
     @classmethod
     def start(
-        cls, exercise: Exercise, source: str, path: Path, close_in_child: Sequence[int] = ()
+        cls,
+        exercise: Exercise,
+        source: str,
+        path: Path,
+        close_in_child: Sequence[int] = (),
+        memory_limit_mb: int | None = None,
     ) -> Sandbox:
         to_child_read, to_child_write = os.pipe()
         from_child_read, from_child_write = os.pipe()
@@ -93,8 +98,9 @@ class Sandbox:
                 if devnull != 0:  # fd 0 may have been one of the closed channels
                     os.dup2(devnull, 0)
                     os.close(devnull)
-                from trainer.checking.sandbox import serve
+                from trainer.checking.sandbox import limit_memory, serve
 
+                limit_memory(memory_limit_mb)
                 serve(exercise, source, path, to_child_read, from_child_write)
             finally:
                 os._exit(4)
@@ -271,7 +277,13 @@ def proxy_function(sandbox: Sandbox, exercise: Exercise) -> type[torch.autograd.
 
     def backward(ctx: Any, *grads: torch.Tensor) -> object:
         result, _ = sandbox.backward(ctx.handle, grads)
-        values = result if isinstance(result, tuple | list) else (result,)
+        if isinstance(result, list):
+            # torch's own engine rejects a list ("expected Variable or None (got list)").
+            raise LearnerFault(
+                f"backward returned a list of {len(result)} values: return a tuple "
+                "(or a single tensor when forward has one input); autograd rejects a list"
+            )
+        values = result if isinstance(result, tuple) else (result,)
         for index, value in enumerate(values):
             if value is not None and not isinstance(value, torch.Tensor):
                 name = f"`{names[index]}`" if index < len(names) else f"position {index}"
@@ -279,7 +291,7 @@ def proxy_function(sandbox: Sandbox, exercise: Exercise) -> type[torch.autograd.
                     f"backward returned {describe_value(value)} for {name}; return a tensor "
                     "(or None for an input that needs no gradient)"
                 )
-        return tuple(values) if isinstance(result, tuple | list) else result
+        return tuple(values) if isinstance(result, tuple) else result
 
     return type(
         exercise.class_name,

@@ -36,6 +36,7 @@ from trainer.errors import TrainerError
 from trainer.spec import Exercise
 
 DEFAULT_TIMEOUT = 30.0
+DEFAULT_MEMORY_LIMIT_MB = 4096  # on top of what torch maps; enough for any exercise
 DEFAULT_SEED = 0
 OUTPUT_TAIL = 4000  # characters of the learner's printed output kept for the report
 
@@ -155,6 +156,7 @@ def run_check(
     solution: Path | None = None,
     double_backward: bool = False,
     warm: WarmChecker | None = None,
+    memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB,
 ) -> CheckReport:
     """Check ``file`` against ``exercise`` in a child process and return the report.
 
@@ -187,6 +189,7 @@ def run_check(
         "solution": str(solution) if solution is not None else None,
         "double_backward": double_backward,
         "marker": marker,
+        "memory_limit_mb": memory_limit_mb,
     }
     launched = warm.launch(job, token) if warm is not None else _launch_cold(job, token, marker)
     collected = _Collected()

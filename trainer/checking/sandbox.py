@@ -40,6 +40,15 @@ class _Server:
     def handle(
         self, request: dict[str, Any], blobs: list[bytes]
     ) -> tuple[dict[str, Any], list[bytes]]:
+        try:
+            return self._handle(request, blobs)
+        except Exception as error:  # e.g. a returned value that cannot be sent back
+            message = f"what your code returned could not be read ({type(error).__name__}: {error})"
+            return {"error": {"message": message, "details": []}}, []
+
+    def _handle(
+        self, request: dict[str, Any], blobs: list[bytes]
+    ) -> tuple[dict[str, Any], list[bytes]]:
         op = request.get("op")
         reply_blobs: list[bytes] = []
         if op == "load":
@@ -186,6 +195,27 @@ def _advice(ctx: Any) -> dict[str, Any]:
         "saved_bytes": sum(t.numel() * t.element_size() for t in saved if t is not None),
         "tensor_attributes": attributes,
     }
+
+
+def limit_memory(megabytes: int | None) -> None:
+    """Cap the address space: a runaway allocation fails here, it does not freeze the machine.
+
+    The cap is what the process already maps (torch is large) plus ``megabytes``.
+    """
+    if not megabytes:
+        return
+    import resource
+
+    try:
+        with open("/proc/self/statm") as statm:
+            mapped = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return  # not Linux: no cap
+    cap = mapped + megabytes * 1024 * 1024
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
 
 
 def serve(exercise: Exercise, source: str, path: Path, requests: int, replies: int) -> None:

@@ -50,6 +50,9 @@ class PeerGone(WireError):
 def encode(value: object, blobs: list[bytes], layout: str = "plain") -> dict[str, Any]:
     """Describe ``value`` as JSON, appending tensor bytes to ``blobs``."""
     if isinstance(value, torch.Tensor):
+        if value.device.type not in ("cpu", "cuda"):
+            # No data to send (a meta tensor, say): say what it is instead.
+            return {"t": "other", "type": f"torch.Tensor on {value.device}"}
         flat = value.detach().to("cpu").reshape(-1)
         # A fresh buffer with stride 1: even a one-element stride-0 tensor can be viewed as bytes.
         data = torch.empty(flat.shape, dtype=flat.dtype).copy_(flat)

@@ -1,0 +1,274 @@
+"""Bad scratch files, odd workspaces, interruptions and memory: clear messages, nothing lost."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO, check_json, first_failure, run_cli
+
+GOOD = (REPO / "solutions" / "sigmoid.py").read_text()
+
+
+def _failure(code: int, report: dict[str, Any], stage: str) -> dict[str, Any]:
+    assert code == 1, report
+    failure = first_failure(report)
+    assert failure is not None
+    assert failure["id"] == stage, failure
+    return failure
+
+
+def _sigmoid_returning(expression: str, prelude: str = "") -> str:
+    return f"""
+import torch
+{prelude}
+
+class MySigmoid(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        output = torch.sigmoid(x)
+        ctx.save_for_backward(output)
+        return output
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (output,) = ctx.saved_tensors
+        return {expression}
+"""
+
+
+def test_an_empty_scratch_file_says_so_and_how_to_get_the_stub_back(tmp_path):
+    path = tmp_path / "sigmoid.py"
+    path.write_text("")
+    failure = _failure(*check_json("sigmoid", path), "load")
+    assert "sigmoid.py is empty" in failure["message"]
+    assert "trainer start --force" in failure["message"]
+
+
+def test_binary_garbage_is_reported_as_not_text(tmp_path):
+    path = tmp_path / "sigmoid.py"
+    path.write_bytes(bytes(range(256)) * 4)
+    failure = _failure(*check_json("sigmoid", path), "load")
+    assert "is not UTF-8 text" in failure["message"]
+
+
+def test_nul_bytes_in_a_text_file_are_reported(tmp_path):
+    path = tmp_path / "sigmoid.py"
+    path.write_text("import torch\x00\n")
+    failure = _failure(*check_json("sigmoid", path), "load")
+    assert "cannot be compiled" in failure["message"] or "null bytes" in failure["message"]
+
+
+def test_importing_a_missing_module_names_it_and_the_line(tmp_path):
+    path = tmp_path / "sigmoid.py"
+    path.write_text("import torch\nimport not_a_real_module\n" + GOOD)
+    failure = _failure(*check_json("sigmoid", path), "load")
+    assert "ModuleNotFoundError" in failure["message"]
+    assert "not_a_real_module" in failure["message"]
+    assert any("line 2" in d for d in failure["details"])
+
+
+def test_endless_recursion_in_backward_is_named(tmp_path):
+    path = tmp_path / "sigmoid.py"
+    path.write_text(
+        _sigmoid_returning("deeper(grad_output)", prelude="def deeper(g):\n    return deeper(g)\n")
+    )
+    failure = _failure(*check_json("sigmoid", path), "backward")
+    assert "recursed without end" in failure["message"]
+
+
+@pytest.mark.parametrize(
+    ("expression", "words"),
+    [
+        ("[grad_output * output * (1 - output)]", "backward returned a list"),
+        ("(grad_output * output * (1 - output)).detach().numpy()", "numpy.ndarray"),
+        ("0.5", "a float for `x`"),
+    ],
+    ids=["a list", "a numpy array", "a float"],
+)
+def test_backward_returning_something_else_than_a_tensor_is_named(expression, words, tmp_path):
+    path = tmp_path / "sigmoid.py"
+    path.write_text(_sigmoid_returning(expression))
+    code, report = check_json("sigmoid", path)
+    assert code == 1
+    messages = " ".join(s["message"] for s in report["stages"] if s["verdict"] == "fail")
+    assert words in messages
+
+
+def test_backward_returning_the_wrong_dtype_fails_the_contract(tmp_path):
+    path = tmp_path / "sigmoid.py"
+    path.write_text(_sigmoid_returning("(grad_output * output * (1 - output)).to(torch.float16)"))
+    code, report = check_json("sigmoid", path)
+    assert code == 1
+    contract = next(s for s in report["stages"] if s["id"] == "contract")
+    assert contract["verdict"] == "fail"
+    assert "dtype torch.float16" in contract["message"]
+
+
+def test_backward_returning_a_tensor_on_another_device_is_named(tmp_path):
+    path = tmp_path / "sigmoid.py"
+    path.write_text(_sigmoid_returning("torch.empty_like(output, device='meta')"))
+    code, report = check_json("sigmoid", path)
+    assert code == 1
+    messages = " ".join(s["message"] for s in report["stages"] if s["verdict"] == "fail")
+    assert "meta" in messages
+
+
+def test_forward_returning_a_tuple_where_one_tensor_is_expected(tmp_path):
+    path = tmp_path / "sigmoid.py"
+    path.write_text(GOOD.replace("        return output\n", "        return output, output\n", 1))
+    failure = _failure(*check_json("sigmoid", path), "forward")
+    assert "forward returned a tuple of 2 values; expected one tensor" in failure["message"]
+
+
+def test_a_runaway_allocation_fails_clearly_instead_of_freezing_the_machine(tmp_path):
+    path = tmp_path / "sigmoid.py"
+    path.write_text(
+        GOOD.replace(
+            "        output = torch.sigmoid(x)",
+            "        torch.empty(64 * 1024**3, dtype=torch.uint8).fill_(1)\n        output = torch.sigmoid(x)",
+        )
+    )
+    started = time.monotonic()
+    failure = _failure(*check_json("sigmoid", path, "--memory-limit", "512"), "forward")
+    assert "ran out of memory" in failure["message"]
+    assert "--memory-limit" in failure["message"]
+    assert time.monotonic() - started < 30
+
+
+def test_a_workspace_with_spaces_and_non_ascii_characters_works(tmp_path):
+    workspace = tmp_path / "my wörk späce ✓"
+    workspace.mkdir()
+    assert run_cli("start", "sigmoid", "--workspace", str(workspace)).exit_code == 0
+    (workspace / "sigmoid.py").write_text(GOOD)
+    result = run_cli("check", "--workspace", str(workspace))
+    assert result.exit_code == 0, result.stdout
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores file permissions")
+def test_a_read_only_workspace_is_a_clear_usage_error(tmp_path):
+    workspace = tmp_path / "locked"
+    workspace.mkdir()
+    workspace.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        result = run_cli("start", "sigmoid", "--workspace", str(workspace))
+    finally:
+        workspace.chmod(stat.S_IRWXU)
+    assert result.exit_code == 2
+    assert "is not writable" in result.stderr
+
+
+def test_a_read_only_workspace_is_refused_before_anything_is_written(tmp_path, monkeypatch):
+    # Root ignores permission bits, so the check itself is exercised directly.
+    workspace = tmp_path / "locked"
+    workspace.mkdir()
+    monkeypatch.setattr("trainer.workspace._writable", lambda folder: folder != workspace)
+    result = run_cli("start", "sigmoid", "--workspace", str(workspace))
+    assert result.exit_code == 2
+    assert "is not writable" in result.stderr
+    assert list(workspace.iterdir()) == []
+
+
+def test_the_verdict_belongs_to_the_version_read_when_the_check_began(tmp_path):
+    from tests.conftest import CATALOG
+    from trainer.checking.runner import run_check
+
+    path = tmp_path / "sigmoid.py"
+    path.write_text(GOOD)
+    import hashlib
+    import threading
+
+    original = hashlib.sha256(GOOD.encode()).hexdigest()
+
+    def edit_soon() -> None:
+        time.sleep(0.2)
+        path.write_text("this is not python (\n")
+
+    editor = threading.Thread(target=edit_soon)
+    editor.start()
+    report = run_check(CATALOG.get("sigmoid"), path)
+    editor.join()
+    assert report.file_sha256 == original
+    assert report.passed
+
+
+def _descendants_alive(marker_pid_file: Path) -> bool:
+    pid = int(marker_pid_file.read_text())
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def test_ctrl_c_during_a_check_exits_130_and_leaves_no_process_behind(tmp_path):
+    pid_file = tmp_path / "sleeper.pid"
+    hangs = tmp_path / "sigmoid.py"
+    hangs.write_text(
+        "import subprocess\n"
+        f"_s = subprocess.Popen(['sleep', '300'])\nopen({str(pid_file)!r}, 'w').write(str(_s.pid))\n"
+        + GOOD.replace(
+            "(output,) = ctx.saved_tensors",
+            "(output,) = ctx.saved_tensors\n        while True:\n            pass",
+        )
+    )
+    workspace = tmp_path / "ws"
+    env = {**os.environ, "TRAINER_WORKSPACE": str(workspace)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "trainer", "check", "sigmoid", "--file", str(hangs)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 20
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert pid_file.exists(), "the learner's file never ran"
+    time.sleep(0.3)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=15)
+    assert process.returncode == 130
+    assert "interrupted" in stderr
+    gone_by = time.monotonic() + 5
+    while _descendants_alive(pid_file) and time.monotonic() < gone_by:
+        time.sleep(0.05)
+    assert not _descendants_alive(pid_file), "a process of the check outlived Ctrl-C"
+    assert not list(workspace.glob(".trainer-state-*")), "a half-written state file was left"
+
+
+def test_eight_checks_at_once_on_one_workspace_keep_every_result(tmp_path):
+    workspace = tmp_path / "ws"
+    env = {**os.environ, "TRAINER_WORKSPACE": str(workspace)}
+    subprocess.run(
+        [sys.executable, "-m", "trainer", "start", "sigmoid"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    (workspace / "sigmoid.py").write_text(GOOD)
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "trainer", "check", "--json"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        for _ in range(8)
+    ]
+    for process in processes:
+        stdout, _ = process.communicate(timeout=240)
+        assert process.returncode == 0
+        assert json.loads(stdout)["passed"] is True
+    state = json.loads((workspace / ".trainer-state.json").read_text())
+    assert state["exercises"]["sigmoid"]["checks"] == 8
+    assert state["exercises"]["sigmoid"]["passed"] is True
