@@ -297,11 +297,13 @@ def _collect(launched: _Launched, token: str, collected: _Collected, deadline: f
 
 
 def _drain_output(selector: selectors.BaseSelector, output_fd: int, collected: _Collected) -> None:
-    """Whatever output is already waiting, without blocking."""
+    """Whatever output is already waiting, without blocking (a process the learner
+    started may hold the pipe open forever)."""
     if output_fd not in selector.get_map():
         return
     for _ in range(64):
-        if not selector.select(timeout=0):
+        ready = [key.fd for key, _ in selector.select(timeout=0)]
+        if output_fd not in ready:
             return
         chunk = os.read(output_fd, 65536)
         if not chunk:
