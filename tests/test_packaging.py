@@ -75,3 +75,89 @@ def test_a_wheel_installed_in_a_fresh_venv_lists_and_checks_exercises(wheel: Pat
     checked = _run(venv / "bin" / "trainer", "check", "sigmoid", "--file", solution, cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert re.search(r"All \d+ stages passed", checked.stdout)
+
+
+@pytest.fixture(scope="module")
+def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dist = tmp_path_factory.mktemp("sdist")
+    built = _run(
+        sys.executable, "-c", f"from hatchling.build import build_sdist; print(build_sdist({str(dist)!r}))",
+        cwd=REPO,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    (path,) = dist.glob("*.tar.gz")
+    return path
+
+
+def _fresh_venv_with(package: Path, tmp_path: Path, python: str = sys.executable) -> Path:
+    venv = tmp_path / "venv"
+    assert _run(python, "-m", "venv", venv, cwd=tmp_path).returncode == 0
+    installed = _run(
+        venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", package,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stderr
+    return venv
+
+
+def test_an_sdist_builds_a_wheel_that_lists_and_checks_exercises(sdist: Path, tmp_path: Path):
+    wheels = tmp_path / "wheels"
+    built = _run(
+        sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
+        "-w", wheels, sdist, cwd=tmp_path,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    (wheel_from_sdist,) = wheels.glob("*.whl")
+    venv = _fresh_venv_with(wheel_from_sdist, tmp_path)
+    site = Path(
+        _run(
+            venv / "bin" / "python",
+            "-c",
+            "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+            cwd=tmp_path,
+        ).stdout.strip()
+    )
+    (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    listing = _run(venv / "bin" / "trainer", "list", cwd=tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    assert "layer_norm" in listing.stdout
+    solution = site / "trainer" / "_catalog" / "solutions" / "linear.py"
+    checked = _run(venv / "bin" / "trainer", "check", "linear", "--file", solution, cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+
+
+PYTHON_310 = next(
+    (
+        p
+        for p in (
+            "/usr/bin/python3.10",
+            str(Path.home() / ".pyenv/versions/3.10.13/bin/python3.10"),
+        )
+        if Path(p).is_file()
+    ),
+    None,
+)
+
+
+@pytest.mark.skipif(PYTHON_310 is None, reason="no Python 3.10 on this machine")
+def test_the_commands_that_need_no_torch_work_on_python_3_10(wheel: Path, tmp_path: Path):
+    # torch for 3.10 is not on this machine's disk (only a CUDA build online), so
+    # on 3.10 the package, the spec loader and the torch-free commands are run.
+    assert PYTHON_310 is not None
+    venv = _fresh_venv_with(wheel, tmp_path, PYTHON_310)
+    deps = _run(
+        venv / "bin" / "python", "-m", "pip", "install", "--quiet", "typer>=0.12,<0.24", "rich", "pyyaml",
+        cwd=tmp_path,
+    )  # fmt: skip
+    if deps.returncode != 0:
+        pytest.skip(f"cannot install typer, rich and pyyaml for 3.10 here: {deps.stderr[-200:]}")
+    workspace = tmp_path / "ws"
+    for argv in (["list"], ["start", "sigmoid"], ["hint", "--all"], ["solution", "--force"]):
+        result = _run(venv / "bin" / "trainer", *argv, "--workspace", workspace, cwd=tmp_path)
+        assert result.returncode == 0, (argv, result.stderr)
+    loaded = _run(
+        venv / "bin" / "python", "-c",
+        "from trainer.catalog import Catalog; print(len(Catalog.default().all))", cwd=tmp_path,
+    )  # fmt: skip
+    assert loaded.returncode == 0, loaded.stderr
+    assert int(loaded.stdout) >= 16
