@@ -95,11 +95,18 @@ def print_json(document: str) -> None:
     sys.stdout.write(document + "\n")
 
 
-def _relative(path: Path) -> str:
+def _plain_relative(path: Path) -> str:
     try:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
+
+
+def _relative(path: Path) -> str:
+    """A path for markup strings: relative when it can be, and escaped."""
+    from rich.markup import escape
+
+    return escape(_plain_relative(path))
 
 
 def started(exercise: Exercise, result: StartResult) -> None:
@@ -434,10 +441,10 @@ def grade_table(exercise_id: str, grades: Sequence[Grade], junit: Path | None) -
     styles = {"pass": "bold green", "fail": "bold red", "error": "bold yellow"}
     for item in grades:
         table.add_row(
-            _relative(Path(item.submission)),
+            Text(_plain_relative(Path(item.submission))),
             Text(item.verdict, style=styles[item.verdict]),
-            item.stage,
-            item.message,
+            Text(item.stage),
+            Text(item.message),  # never markup: `grad_output[mask]` stays as written
         )
     out.print(table)
     passed = sum(g.verdict == "pass" for g in grades)
