@@ -136,6 +136,15 @@ class _Context:
         self.workspace.ensure()
         return self.store
 
+    def start(self, exercise: Exercise, force: bool = False) -> None:
+        """Write the scratch file (never over edits without a backup) and make it current."""
+        result = self.workspace.start(exercise, force=force)
+        with self.store.update() as state:
+            state.current = exercise.id
+            state.progress(exercise.id).started = True
+        self.show_notices()
+        console.started(exercise, result)
+
     def show_notices(self) -> None:
         for message in self.store.notices:
             console.notice(message)
@@ -161,13 +170,7 @@ def start(
     Example: trainer start sigmoid
     """
     context = _Context(workspace)
-    exercise = context.catalog.get(exercise_id)
-    result = context.workspace.start(exercise, force=force)
-    with context.store.update() as state:
-        state.current = exercise.id
-        state.progress(exercise.id).started = True
-    context.show_notices()
-    console.started(exercise, result)
+    context.start(context.catalog.get(exercise_id), force=force)
 
 
 @_command()

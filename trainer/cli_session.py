@@ -27,15 +27,6 @@ def _first_not_passed(context: _Context) -> Exercise | None:
     return None
 
 
-def _start(context: _Context, exercise: Exercise, force: bool = False) -> None:
-    result = context.workspace.start(exercise, force=force)
-    with context.store.update() as state:
-        state.current = exercise.id
-        state.progress(exercise.id).started = True
-    context.show_notices()
-    console.started(exercise, result)
-
-
 @_command("next")
 def next_exercise(workspace: WorkspaceOption = None) -> None:
     """Start the first exercise you have not passed yet.
@@ -47,7 +38,7 @@ def next_exercise(workspace: WorkspaceOption = None) -> None:
     if exercise is None:
         console.all_passed(len(context.catalog.all))
         return
-    _start(context, exercise)
+    context.start(exercise)
 
 
 @_command()
@@ -161,7 +152,7 @@ def watch(
             if following is None:
                 console.all_passed(len(context.catalog.all))
                 return False
-            _start(context, following)
+            context.start(following)
             current["exercise"] = following
             check()
         return True
