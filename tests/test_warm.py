@@ -11,7 +11,8 @@ import pytest
 
 from tests.conftest import CATALOG, REPO
 from trainer.checking.report import Verdict
-from trainer.checking.runner import WarmChecker, run_check
+from trainer.checking.runner import run_check
+from trainer.checking.warm import WarmChecker
 
 SIGMOID = CATALOG.get("sigmoid")
 GOOD = (REPO / "solutions" / "sigmoid.py").read_text()

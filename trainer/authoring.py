@@ -11,7 +11,8 @@ from pathlib import Path
 
 from trainer.catalog import solution_path, wrong_variant_path
 from trainer.checking.report import CheckReport
-from trainer.checking.runner import WarmChecker, run_check
+from trainer.checking.runner import run_check
+from trainer.checking.warm import WarmChecker
 from trainer.errors import SpecError, TrainerError
 from trainer.spec import Exercise, WrongVariant, load_exercise
 

@@ -131,7 +131,8 @@ def bench_check(repeat: int, workdir: Path, env: dict[str, str]) -> list[Row]:
 
 def bench_watch(repeat: int, workdir: Path) -> list[Row]:
     """From a save to the verdict, through the real watch loop and a warm worker."""
-    from trainer.checking.runner import WarmChecker, run_check
+    from trainer.checking.runner import run_check
+    from trainer.checking.warm import WarmChecker
     from trainer.watch import watch_loop
 
     exercise = Catalog.default().get("sigmoid")

@@ -103,7 +103,8 @@ def watch(
 
     Example: trainer watch sigmoid
     """
-    from trainer.checking.runner import WarmChecker, run_check
+    from trainer.checking.runner import run_check
+    from trainer.checking.warm import WarmChecker
     from trainer.hints import reveal_next_hint
     from trainer.watch import keyboard, watch_loop
 

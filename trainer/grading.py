@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from trainer.catalog import solution_path
-from trainer.checking.runner import DEFAULT_TIMEOUT, WarmChecker, run_check
+from trainer.checking.runner import DEFAULT_TIMEOUT, run_check
+from trainer.checking.warm import WarmChecker
 from trainer.errors import TrainerError
 from trainer.spec import Exercise
 

@@ -1,6 +1,6 @@
 """A warm checking process: torch imported once, one forked child per check.
 
-Started by :class:`trainer.checking.runner.WarmChecker` for watch mode and
+Started by :class:`trainer.checking.warm.WarmChecker` for watch mode and
 grading. It never runs a learner's code itself: for each job it forks a child
 that runs :func:`trainer.checking.child.run` exactly as a cold check would, in
 a session of its own, with the result, output and token pipes the parent sent
