@@ -146,5 +146,6 @@ def test_the_cli_prints_a_broken_spec_as_one_line_without_a_traceback(tmp_path, 
     assert result.exit_code == 2
     assert "Traceback" not in result.stderr + result.stdout
     assert result.stderr.strip() == (
-        "error: exercises/sigmoid.yaml: quiz[0].answer: 9 is out of range (3 choices; answers count from 1)"
+        "error: exercises/sigmoid.yaml: quiz[0].answer: 9 is out of range (3 choices; answers count "
+        "from 1). Fix that field of the spec; docs/spec-format.md describes every field."
     )

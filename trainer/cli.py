@@ -14,7 +14,7 @@ import typer
 
 from trainer import console
 from trainer.catalog import Catalog
-from trainer.errors import ExitCode, TrainerError, WorkspaceError
+from trainer.errors import ExitCode, SpecFieldError, TrainerError, WorkspaceError
 from trainer.spec import Exercise
 from trainer.state import STATE_FILE, StateStore
 from trainer.workspace import Workspace, resolve_workspace
@@ -27,6 +27,8 @@ app = typer.Typer(
 )
 
 P = ParamSpec("P")
+
+SPEC_ADVICE = "Fix that field of the spec; docs/spec-format.md describes every field."
 
 # Extra catalogue folders from the global --exercises-dir option.
 _EXERCISE_DIRS: list[Path] = []
@@ -57,6 +59,10 @@ def _command(name: str | None = None) -> Callable[[Callable[P, None]], Callable[
             try:
                 _end_interview_if_time_is_up(kwargs.get("workspace"))
                 function(*args, **kwargs)
+            except SpecFieldError as problem:
+                # One line: the file and field first, then what to do.
+                console.error(f"{problem.message}. {SPEC_ADVICE}")
+                raise typer.Exit(problem.exit_code) from None
             except TrainerError as problem:
                 console.error(problem.message)
                 raise typer.Exit(problem.exit_code) from None

@@ -32,6 +32,10 @@ class SpecError(TrainerError):
     """An exercise spec is malformed. The message names the file and the field."""
 
 
+class SpecFieldError(SpecError):
+    """A field of a spec file is wrong: ``<file>: <field>: <problem>``."""
+
+
 class UnknownExerciseError(TrainerError):
     """No exercise has the requested id."""
 

@@ -16,7 +16,7 @@ from typing import Any, Literal, TypeVar, cast
 
 import yaml
 
-from trainer.errors import SpecError
+from trainer.errors import SpecError, SpecFieldError
 
 FORMAT_VERSION = 1
 DIFFICULTIES = ("easy", "medium", "hard")
@@ -205,7 +205,7 @@ class _Node:
 
     def fail(self, message: str) -> SpecError:
         where = f"{self.file}: {self.path}" if self.path else self.file
-        return SpecError(f"{where}: {message}")
+        return SpecFieldError(f"{where}: {message}")
 
     def child(self, key: str | int) -> _Node:
         if isinstance(key, int):
