@@ -11,14 +11,16 @@ import pytest
 
 PROBE = """
 import contextlib, io, json, sys
-from trainer.cli import app
+from trainer.cli import main
 argv, stdin = json.loads(sys.argv[1]), sys.argv[2]
+sys.argv = ["trainer", *argv]
 sys.stdin = io.StringIO(stdin)
+code = 0
 with contextlib.redirect_stdout(io.StringIO()):
     try:
-        app(argv)
+        main()
     except SystemExit as done:
-        code = done.code
+        code = done.code or 0
 print(json.dumps({"code": code, "torch": "torch" in sys.modules}))
 """
 
@@ -74,3 +76,26 @@ def test_the_check_command_imports_torch_only_in_its_child(tmp_path: Path):
     )
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1]) == {"code": 0, "torch": False}
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "words"),
+    [
+        (["hint", "sigmoid"], 0, "Hint 1 of"),
+        (["hint", "--help"], 0, "Usage: trainer hint"),
+        (["--help"], 0, "Usage: trainer"),
+        (["no-such-command"], 2, "No such command"),
+        (["hint", "sigmoind"], 2, "Did you mean `sigmoid`?"),
+    ],
+)
+def test_the_console_script_dispatches_like_the_app(argv, code, words, tmp_path: Path):
+    result = subprocess.run(
+        [sys.executable, "-m", "trainer", *argv],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"TRAINER_WORKSPACE": str(tmp_path / "ws"), "PATH": "/usr/bin:/bin", "COLUMNS": "200"},
+        check=False,
+    )
+    assert result.returncode == code, result.stderr
+    assert words in result.stdout + result.stderr

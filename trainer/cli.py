@@ -6,6 +6,8 @@ evaluate every annotation string of every command at each start (~10 ms).
 
 import functools
 import json
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, ParamSpec
@@ -335,7 +337,23 @@ def list_exercises(workspace: WorkspaceOption = None) -> None:
 
 
 def main() -> None:
-    app()
+    """The console script. ``trainer CMD ...`` builds only CMD's command line parser
+    (building all of them costs milliseconds every start); anything else, such as
+    global options, `--help` or completion, goes through the whole app."""
+    argv = sys.argv[1:]
+    if argv and not argv[0].startswith("-") and not os.environ.get("_TRAINER_COMPLETE"):
+        for info in app.registered_commands:
+            assert info.callback is not None
+            name = info.name or typer.main.get_command_name(info.callback.__name__)
+            if name == argv[0]:
+                command = typer.main.get_command_from_info(
+                    info,
+                    pretty_exceptions_short=app.pretty_exceptions_short,
+                    rich_markup_mode=app.rich_markup_mode,
+                )
+                command.main(args=argv[1:], prog_name=f"trainer {name}")
+                return
+    app(prog_name="trainer")
 
 
 # The other commands register themselves on the same app.

@@ -65,7 +65,7 @@ ScalarValue = float | int | bool
 CaseValue = tuple[int, ...] | ScalarValue
 
 
-@dataclass(frozen=True)
+@dataclass
 class TensorParam:
     """A tensor argument of ``forward``, filled with uniform values in [low, high]."""
 
@@ -85,7 +85,7 @@ class TensorParam:
         return self.dtype == "float"
 
 
-@dataclass(frozen=True)
+@dataclass
 class ScalarParam:
     """A non-tensor argument of ``forward`` (a Python float, int or bool)."""
 
@@ -96,7 +96,7 @@ class ScalarParam:
 Param = TensorParam | ScalarParam
 
 
-@dataclass(frozen=True)
+@dataclass
 class Case:
     """One concrete call: a shape for every tensor argument, a value for every scalar one."""
 
@@ -114,7 +114,7 @@ class Case:
         return ", ".join(parts)
 
 
-@dataclass(frozen=True)
+@dataclass
 class QuizQuestion:
     question: str
     choices: tuple[str, ...]
@@ -137,7 +137,7 @@ class Tolerances:
     gradcheck_rtol: float = 1e-3
 
 
-@dataclass(frozen=True)
+@dataclass
 class WrongVariant:
     """A known-wrong solution that the checker must reject at ``fails_at``."""
 
@@ -147,7 +147,7 @@ class WrongVariant:
     mistake: str | None = None  # the diagnosis the checker must name, when declared
 
 
-@dataclass(frozen=True)
+@dataclass
 class StabilityProbe:
     """Extreme inputs where the reference is finite: the learner's results must be too."""
 
@@ -155,7 +155,7 @@ class StabilityProbe:
     values: Mapping[str, Any]  # nested lists of numbers for tensors, a value for scalars
 
 
-@dataclass(frozen=True)
+@dataclass
 class Exercise:
     format_version: int
     id: str
