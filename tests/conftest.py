@@ -48,11 +48,6 @@ def run_cli(*args: str, input: str | None = None) -> CliResult:
 
 
 @pytest.fixture
-def cli() -> Callable[..., CliResult]:
-    return run_cli
-
-
-@pytest.fixture
 def write_file(tmp_path: Path) -> Callable[[str, str], Path]:
     def write(name: str, source: str) -> Path:
         path = tmp_path / name

@@ -14,7 +14,6 @@ from trainer.checking.runner import run_check
 from trainer.spec import Exercise
 
 EXERCISES = CATALOG.all
-VARIANTS = [(e, v) for e in EXERCISES for v in e.wrong_variants]
 
 
 def _id(exercise: Exercise) -> str:

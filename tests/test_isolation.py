@@ -695,10 +695,13 @@ def test_a_forward_that_returns_a_tuple_fails_at_forward_mentioning_the_tuple(wr
     assert "tuple" in failure["message"]
 
 
-def test_input_in_backward_does_not_hang_and_fails_with_eoferror(write_file):
+def test_input_in_backward_does_not_hang_and_fails_with_eoferror(write_file, tmp_path):
+    stdin_file = tmp_path / "stdin_of_the_learner"
     path = write_file(
         "asks_for_input.py",
-        """\
+        f"""\
+        import os
+
         import torch
 
 
@@ -711,6 +714,8 @@ def test_input_in_backward_does_not_hang_and_fails_with_eoferror(write_file):
 
             @staticmethod
             def backward(ctx, grad_output):
+                with open({str(stdin_file)!r}, "w") as seen:
+                    seen.write(os.readlink("/proc/self/fd/0"))
                 input("press enter to continue")
                 (output,) = ctx.saved_tensors
                 return grad_output * output * (1 - output)
@@ -724,6 +729,8 @@ def test_input_in_backward_does_not_hang_and_fails_with_eoferror(write_file):
     assert "EOFError" in failure["message"]
     assert "timed out" not in failure["message"]
     assert elapsed < 10, f"the check took {elapsed:.1f} s"
+    # Not merely at the end of some pipe: the learner's stdin is /dev/null.
+    assert stdin_file.read_text() == os.devnull
 
 
 def test_the_untouched_stub_fails_at_backward_saying_it_is_not_written_yet(tmp_path):

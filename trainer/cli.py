@@ -10,7 +10,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, ParamSpec
+from typing import TYPE_CHECKING, Annotated, ParamSpec
 
 import typer
 
@@ -20,6 +20,9 @@ from trainer.errors import ExitCode, SpecFieldError, TrainerError, WorkspaceErro
 from trainer.spec import Exercise
 from trainer.state import STATE_FILE, StateStore
 from trainer.workspace import Workspace, resolve_workspace
+
+if TYPE_CHECKING:
+    from trainer.interview import InterviewSummary
 
 app = typer.Typer(
     name="trainer",
@@ -153,6 +156,24 @@ class _Context:
         self.show_notices()
         console.started(exercise, result)
 
+    def record_check(
+        self, exercise: Exercise, passed: bool
+    ) -> tuple[float | None, "InterviewSummary | None"]:
+        """Count a check in the progress file and in an interview under way on it.
+
+        Returns the interview's time left and, when this check ended it, its summary.
+        """
+        if not self.workspace.root.is_dir():
+            return None, None
+        from trainer.interview import record_check
+
+        with self.store.update() as state:
+            progress = state.progress(exercise.id)
+            progress.checks += 1
+            progress.started = True
+            progress.passed = progress.passed or passed
+        return record_check(self.store, exercise.id, passed)
+
     def show_notices(self) -> None:
         for message in self.store.notices:
             console.notice(message)
@@ -236,16 +257,7 @@ def check(
         double_backward=double_backward,
         memory_limit_mb=memory_limit,
     )
-    left, summary = None, None
-    if context.workspace.root.is_dir():
-        from trainer.interview import record_check
-
-        with context.store.update() as state:
-            progress = state.progress(exercise.id)
-            progress.checks += 1
-            progress.started = True
-            progress.passed = progress.passed or report.passed
-        left, summary = record_check(context.store, exercise.id, report.passed)
+    left, summary = context.record_check(exercise, report.passed)
     context.show_notices()
     if as_json:
         console.print_json(json.dumps(report.to_dict(), indent=2))

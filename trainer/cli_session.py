@@ -7,8 +7,9 @@ the core and renders, nothing more.
 import queue
 import random
 import threading
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -17,6 +18,18 @@ from trainer.cli import ExerciseArgument, WorkspaceOption, _command, _Context, c
 from trainer.errors import ExitCode, TrainerError
 from trainer.spec import Exercise
 from trainer.workspace import reset_scratch
+
+if TYPE_CHECKING:
+    from trainer.checking.warm import WarmChecker
+
+
+@dataclass
+class _Watched:
+    """What watch mode is on: the exercise, its last verdict, the warm checker."""
+
+    exercise: Exercise
+    passed: bool = False
+    warm: "WarmChecker | None" = None
 
 
 def _first_not_passed(context: _Context) -> Exercise | None:
@@ -109,52 +122,47 @@ def watch(
     from trainer.watch import keyboard, watch_loop
 
     context = _Context(workspace)
-    exercise = context.exercise(exercise_id)
-    current = {"exercise": exercise, "passed": False}
+    watched = _Watched(context.exercise(exercise_id))
 
     def path() -> Path:
-        chosen: Exercise = current["exercise"]  # type: ignore[assignment]
-        return context.workspace.scratch_path(chosen.id)
+        return context.workspace.scratch_path(watched.exercise.id)
 
     if not path().is_file():
-        raise TrainerError(f"no file at {path()}. Run `trainer start {exercise.id}` to create it.")
+        raise TrainerError(
+            f"no file at {path()}. Run `trainer start {watched.exercise.id}` to create it."
+        )
 
     def check() -> None:
-        chosen: Exercise = current["exercise"]  # type: ignore[assignment]
         console.clear()
         console.out.print(f"Checking {path().name}…")
-        if "warm" not in current:
+        if watched.warm is None:
             # torch is imported once; every re-check is a fork of this process.
-            current["warm"] = WarmChecker()
-        warm: WarmChecker = current["warm"]  # type: ignore[assignment]
+            watched.warm = WarmChecker()
+        exercise = watched.exercise
         report = run_check(
-            chosen, path(), solution=context.catalog.solution_path(chosen), warm=warm
+            exercise, path(), solution=context.catalog.solution_path(exercise), warm=watched.warm
         )
-        with context.writable_store().update() as state:
-            progress = state.progress(chosen.id)
-            progress.checks += 1
-            progress.passed = progress.passed or report.passed
-        current["passed"] = report.passed
+        context.record_check(exercise, report.passed)
+        watched.passed = report.passed
         console.clear()
-        console.check_report(report, chosen)
+        console.check_report(report, exercise)
         console.watch_keys(report.passed)
 
     def on_key(key: str) -> bool:
-        chosen: Exercise = current["exercise"]  # type: ignore[assignment]
         if key == "q":
             return False
         if key == "c":
             check()
         elif key == "h":
-            reveal = reveal_next_hint(chosen, context.writable_store())
-            console.hint(chosen, reveal.number, reveal.text, reveal.last)
-        elif key == "n" and current["passed"]:
+            reveal = reveal_next_hint(watched.exercise, context.writable_store())
+            console.hint(watched.exercise, reveal.number, reveal.text, reveal.last)
+        elif key == "n" and watched.passed:
             following = _first_not_passed(context)
             if following is None:
                 console.all_passed(len(context.catalog.all))
                 return False
             context.start(following)
-            current["exercise"] = following
+            watched.exercise = following
             check()
         return True
 
@@ -166,9 +174,8 @@ def watch(
     except KeyboardInterrupt:
         pass
     finally:
-        warm_checker = current.get("warm")
-        if isinstance(warm_checker, WarmChecker):
-            warm_checker.close()
+        if watched.warm is not None:
+            watched.warm.close()
     console.out.print("Stopped watching.")
 
 

@@ -341,8 +341,9 @@ def exercise_list(exercises: Sequence[Exercise], state: State) -> None:
 
 
 def _clock(seconds: float) -> str:
-    seconds = max(int(seconds), 0)
-    return f"{seconds // 60}:{seconds % 60:02d}"
+    from trainer.interview import format_duration  # imported on use: start-up stays light
+
+    return format_duration(seconds)
 
 
 def _best_interview(best: dict[str, object] | None) -> str:

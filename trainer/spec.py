@@ -48,6 +48,7 @@ MISTAKES = (
     "not_a_tensor",
     "wrong_shape",
     "wrong_dtype",
+    "wrong_device",
     "in_place_grad_output",
     "non_contiguous",
     "needs_input_grad",

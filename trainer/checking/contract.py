@@ -154,7 +154,7 @@ def _check_value(run: Run, param: TensorParam | ScalarParam, value: object) -> F
         return Failure(run, text, diagnosis=_mistake("wrong_dtype", name, text))
     if value.device != expected.device:
         text = f"grad for `{name}` is on {value.device} but `{name}` is on {expected.device}"
-        return Failure(run, text, diagnosis=_mistake("wrong_shape", name, text))
+        return Failure(run, text, diagnosis=_mistake("wrong_device", name, text))
     return None
 
 

@@ -11,7 +11,6 @@ import difflib
 import inspect
 import sys
 import traceback
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -30,13 +29,6 @@ class LearnerProblem(Exception):
         super().__init__(message)
         self.message = message
         self.details = details or []
-
-
-@dataclass
-class LoadedSolution:
-    module: ModuleType
-    function_class: type[torch.autograd.Function]
-    notes: list[str] = field(default_factory=list)
 
 
 def learner_traceback(error: BaseException, path: Path) -> list[str]:
@@ -155,7 +147,9 @@ def _check_arity(
     )
 
 
-def find_function_class(module: ModuleType, exercise: Exercise, path: Path) -> LoadedSolution:
+def find_function_class(
+    module: ModuleType, exercise: Exercise, path: Path
+) -> type[torch.autograd.Function]:
     name = exercise.class_name
     candidate = vars(module).get(name)
     if candidate is None:
@@ -208,7 +202,7 @@ def find_function_class(module: ModuleType, exercise: Exercise, path: Path) -> L
                 f"`{name}.{method}(ctx, ...)` without an instance."
             )
         _check_arity(exercise, name, method, raw.__func__, expected[method])
-    return LoadedSolution(module=module, function_class=candidate)
+    return candidate
 
 
 NOT_WRITTEN = " is not written yet"

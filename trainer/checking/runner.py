@@ -46,7 +46,6 @@ OUTPUT_TAIL = 4000  # characters of the learner's printed output kept for the re
 class _Collected:
     stage_ids: list[str] = field(default_factory=lambda: list(REQUIRED_STAGES))
     stages: dict[str, StageResult] = field(default_factory=dict)
-    current: str | None = None
     ready: bool = False
     done: bool = False
     error: str | None = None
@@ -106,8 +105,6 @@ def _handle(message: dict[str, Any], collected: _Collected) -> None:
             collected.stage_ids = [str(s) for s in stages]
     elif kind == "error":
         collected.error = str(message.get("message"))
-    elif kind == "stage-start":
-        collected.current = str(message["stage"])
     elif kind == "stage-end":
         stage = str(message["stage"])
         diagnosis = message.get("diagnosis")
@@ -119,7 +116,6 @@ def _handle(message: dict[str, Any], collected: _Collected) -> None:
             seconds=float(message.get("seconds", 0.0)),
             diagnosis=diagnosis if isinstance(diagnosis, dict) else None,
         )
-        collected.current = None
         for note in message.get("notes", []):
             if str(note) not in collected.notes:
                 collected.notes.append(str(note))

@@ -72,9 +72,7 @@ class _Server:
     def load(self) -> dict[str, Any]:
         try:
             module = import_source(self.source, self.path)
-            self.function_class = find_function_class(
-                module, self.exercise, self.path
-            ).function_class
+            self.function_class = find_function_class(module, self.exercise, self.path)
         except LearnerProblem as problem:
             return {"problem": {"message": problem.message, "details": problem.details}}
         return {}
@@ -85,17 +83,8 @@ class _Server:
         function_class = self.function_class
         if function_class is None:
             return {"error": {"message": "the class was not loaded", "details": []}}
-        args = list(wire.decode(request["args"], blobs))  # type: ignore[call-overload]
-        device = str(request.get("device", "cpu"))
+        args = _arguments(request, blobs)
         flags = request.get("requires_grad", [])
-        for index, value in enumerate(args):
-            if isinstance(value, torch.Tensor):
-                if device != "cpu":
-                    value = value.to(device)
-                if index < len(flags) and flags[index]:
-                    # A leaf that requires grad, keeping the layout it came with.
-                    value = value.detach().requires_grad_(True)
-                args[index] = value
         try:
             result = function_class.apply(*args)  # type: ignore[no-untyped-call]
         except BaseException as error:  # the learner's code may raise anything
@@ -123,11 +112,7 @@ class _Server:
         function_class = self.function_class
         if function_class is None:
             return {"error": {"message": "the class was not loaded", "details": []}}
-        args = list(wire.decode(request["args"], blobs))  # type: ignore[call-overload]
-        flags = request.get("requires_grad", [])
-        for index, value in enumerate(args):
-            if isinstance(value, torch.Tensor) and index < len(flags) and flags[index]:
-                args[index] = value.detach().requires_grad_(True)
+        args = _arguments(request, blobs)
         upstream = list(wire.decode(request["upstream"], blobs))  # type: ignore[call-overload]
         vector = list(wire.decode(request["vector"], blobs))  # type: ignore[call-overload]
         try:
@@ -161,6 +146,22 @@ class _Server:
             if isinstance(g, torch.Tensor) and b is not None and not torch.equal(g, b)
         ]
         return {"result": wire.encode(result, reply_blobs), "modified": modified}
+
+
+def _arguments(request: dict[str, Any], blobs: list[bytes]) -> list[Any]:
+    """forward's arguments: on the requested device, leaves requiring grad as flagged."""
+    args: list[Any] = list(wire.decode(request["args"], blobs))  # type: ignore[call-overload]
+    device = str(request.get("device", "cpu"))
+    flags = request.get("requires_grad", [])
+    for index, value in enumerate(args):
+        if isinstance(value, torch.Tensor):
+            if device != "cpu":
+                value = value.to(device)
+            if index < len(flags) and flags[index]:
+                # A leaf that requires grad, keeping the layout it came with.
+                value = value.detach().requires_grad_(True)
+            args[index] = value
+    return args
 
 
 def _double(
