@@ -10,7 +10,7 @@ import yaml
 
 from tests.conftest import CATALOG, REPO, run_cli
 from trainer.errors import SpecError
-from trainer.spec import FORMAT_VERSION, load_exercise
+from trainer.spec import FORMAT_VERSION, TensorParam, load_exercise
 
 
 def _sigmoid_data() -> dict[str, Any]:
@@ -34,7 +34,7 @@ def test_every_bundled_spec_loads_into_typed_objects():
     for exercise in exercises:
         assert len(exercise.hints) >= 3
         assert len(exercise.quiz) >= 3
-        assert any(p.requires_grad for p in exercise.tensor_params)
+        assert any(isinstance(p, TensorParam) and p.requires_grad for p in exercise.parameters)
         assert exercise.cases and exercise.stub and exercise.reference
 
 

@@ -10,8 +10,8 @@ import torch
 import yaml
 
 from tests.conftest import REPO, check_json, first_failure, stage
-from trainer.checking.diagnosis import classify
 from trainer.checking.runner import run_check
+from trainer.checking.trusted.diagnosis import classify
 from trainer.spec import exercise_from_mapping
 
 LINEAR_UNSUMMED_BIAS = """

@@ -11,21 +11,22 @@ import pytest
 
 from tests.conftest import CATALOG, REPO
 from trainer.checking.report import Verdict
-from trainer.checking.runner import run_check
-from trainer.checking.warm import WarmChecker
+from trainer.checking.runner import CheckingService, run_check
 
 SIGMOID = CATALOG.get("sigmoid")
 GOOD = (REPO / "solutions" / "sigmoid.py").read_text()
 
 
 @pytest.fixture(scope="module")
-def warm() -> Iterator[WarmChecker]:
-    with WarmChecker() as checker:
+def warm() -> Iterator[CheckingService]:
+    with CheckingService() as checker:
         yield checker
 
 
-def _verdicts(path: Path, warm: WarmChecker | None, timeout: float = 30.0) -> dict[str, Verdict]:
-    report = run_check(SIGMOID, path, warm=warm, timeout=timeout)
+def _verdicts(
+    path: Path, warm: CheckingService | None, timeout: float = 30.0
+) -> dict[str, Verdict]:
+    report = run_check(SIGMOID, path, service=warm, timeout=timeout)
     return {s.id: s.verdict for s in report.stages}
 
 
@@ -47,18 +48,18 @@ def test_a_warm_check_that_hangs_is_killed_and_the_next_check_still_runs(warm, t
         )
     )
     started = time.monotonic()
-    report = run_check(SIGMOID, hangs, warm=warm, timeout=3)
+    report = run_check(SIGMOID, hangs, service=warm, timeout=3)
     assert time.monotonic() - started < 15
     failure = report.first_failure
     assert failure is not None and failure.id == "backward"
     assert "timed out after 3 s" in failure.message
-    assert run_check(SIGMOID, REPO / "solutions" / "sigmoid.py", warm=warm).passed
+    assert run_check(SIGMOID, REPO / "solutions" / "sigmoid.py", service=warm).passed
 
 
 def test_a_warm_check_reports_how_the_process_ended(warm, tmp_path):
     exits = tmp_path / "exits.py"
     exits.write_text(GOOD.replace("output = torch.sigmoid(x)", "import os\n        os._exit(7)"))
-    report = run_check(SIGMOID, exits, warm=warm)
+    report = run_check(SIGMOID, exits, service=warm)
     failure = report.first_failure
     assert failure is not None and failure.id == "forward"
     assert "exited with code 7" in failure.message
@@ -72,7 +73,7 @@ def test_a_process_started_in_a_new_session_does_not_outlive_a_warm_check(warm, 
         f"_p = subprocess.Popen(['sleep', '300'], start_new_session=True)\n"
         f"open({str(pid_file)!r}, 'w').write(str(_p.pid))\n" + GOOD
     )
-    assert run_check(SIGMOID, starts, warm=warm).passed
+    assert run_check(SIGMOID, starts, service=warm).passed
     pid = int(pid_file.read_text())
     deadline = time.monotonic() + 5
     while time.monotonic() < deadline:

@@ -11,8 +11,7 @@ from pathlib import Path
 
 from trainer.catalog import solution_path, wrong_variant_path
 from trainer.checking.report import CheckReport
-from trainer.checking.runner import run_check
-from trainer.checking.warm import WarmChecker
+from trainer.checking.runner import CheckingService, run_check
 from trainer.errors import SpecError, TrainerError
 from trainer.spec import Exercise, WrongVariant, load_exercise
 
@@ -81,14 +80,14 @@ def validate(
     # torch is imported once, by a warm process; each check is a fork of it.
     with (
         tempfile.TemporaryDirectory(prefix="trainer-validate-") as scratch,
-        WarmChecker() as warm,
+        CheckingService() as warm,
         ThreadPoolExecutor(max_workers=workers) as pool,
     ):
         pending: list[tuple[Validation, str, Future[CheckReport], WrongVariant | None]] = []
 
         def submit(exercise: Exercise, file: Path) -> Future[CheckReport]:
             future = pool.submit(
-                run_check, exercise, file, solution=solution_path(exercise), warm=warm
+                run_check, exercise, file, solution=solution_path(exercise), service=warm
             )
             if on_done is not None:
                 future.add_done_callback(lambda _: on_done())

@@ -133,8 +133,7 @@ def bench_check(repeat: int, workdir: Path, env: dict[str, str]) -> list[Row]:
 
 def bench_watch(repeat: int, workdir: Path) -> list[Row]:
     """From a save to the verdict, through the real watch loop and a warm worker."""
-    from trainer.checking.runner import run_check
-    from trainer.checking.warm import WarmChecker
+    from trainer.checking.runner import CheckingService, run_check
     from trainer.watch import watch_loop
 
     exercise = Catalog.default().get("sigmoid")
@@ -148,10 +147,10 @@ def bench_watch(repeat: int, workdir: Path) -> list[Row]:
     keys: queue.Queue[str] = queue.Queue()
     stop = threading.Event()
 
-    with WarmChecker() as warm:
+    with CheckingService() as warm:
 
         def on_change() -> None:
-            report = run_check(exercise, scratch, warm=warm, solution=solution_path(exercise))
+            report = run_check(exercise, scratch, service=warm, solution=solution_path(exercise))
             if not report.passed:
                 raise SystemExit("the watched solution did not pass")
             if saved_at:

@@ -20,7 +20,7 @@ from trainer.spec import Exercise
 from trainer.workspace import reset_scratch
 
 if TYPE_CHECKING:
-    from trainer.checking.warm import WarmChecker
+    from trainer.checking.runner import CheckingService
 
 
 @dataclass
@@ -29,7 +29,7 @@ class _Watched:
 
     exercise: Exercise
     passed: bool = False
-    warm: "WarmChecker | None" = None
+    warm: "CheckingService | None" = None
 
 
 def _first_not_passed(context: _Context) -> Exercise | None:
@@ -116,8 +116,7 @@ def watch(
 
     Example: trainer watch sigmoid
     """
-    from trainer.checking.runner import run_check
-    from trainer.checking.warm import WarmChecker
+    from trainer.checking.runner import CheckingService, run_check
     from trainer.hints import reveal_next_hint
     from trainer.watch import keyboard, watch_loop
 
@@ -137,10 +136,10 @@ def watch(
         console.out.print(f"Checking {path().name}…")
         if watched.warm is None:
             # torch is imported once; every re-check is a fork of this process.
-            watched.warm = WarmChecker()
+            watched.warm = CheckingService()
         exercise = watched.exercise
         report = run_check(
-            exercise, path(), solution=context.catalog.solution_path(exercise), warm=watched.warm
+            exercise, path(), solution=context.catalog.solution_path(exercise), service=watched.warm
         )
         context.record_check(exercise, report.passed)
         watched.passed = report.passed

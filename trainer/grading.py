@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.catalog import solution_path
-from trainer.checking.runner import DEFAULT_TIMEOUT, run_check
-from trainer.checking.warm import WarmChecker
+from trainer.checking.runner import DEFAULT_TIMEOUT, CheckingService, run_check
 from trainer.errors import TrainerError
 from trainer.spec import Exercise
 
@@ -42,10 +41,12 @@ def collect_submissions(paths: Sequence[Path]) -> list[Path]:
     return found
 
 
-def _grade_one(exercise: Exercise, path: Path, timeout: float, warm: WarmChecker | None) -> Grade:
+def _grade_one(
+    exercise: Exercise, path: Path, timeout: float, warm: CheckingService | None
+) -> Grade:
     try:
         report = run_check(
-            exercise, path, timeout=timeout, solution=solution_path(exercise), warm=warm
+            exercise, path, timeout=timeout, solution=solution_path(exercise), service=warm
         )
     except TrainerError as error:
         return Grade(str(path), "error", message=error.message)
@@ -72,7 +73,7 @@ def grade(
     """Check every submission on every core; one hang or crash never stops the rest."""
     workers = jobs or os.cpu_count() or 1
     # torch is imported once, by a warm process; each submission is a fork of it.
-    with WarmChecker() as warm, ThreadPoolExecutor(max_workers=workers) as pool:
+    with CheckingService() as warm, ThreadPoolExecutor(max_workers=workers) as pool:
         futures = [pool.submit(_grade_one, exercise, path, timeout, warm) for path in submissions]
         if on_done is not None:
             for future in futures:

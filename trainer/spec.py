@@ -183,10 +183,9 @@ class Exercise:
     expected_gradient: Mapping[str, str] = field(default_factory=dict)
     gradcheck: bool = True  # false where finite differences do not apply
     source: Path = field(default=Path("<memory>"), compare=False)
-
-    @property
-    def tensor_params(self) -> tuple[TensorParam, ...]:
-        return tuple(p for p in self.parameters if isinstance(p, TensorParam))
+    # The mapping this was validated from: what travels with a check's job, so
+    # the checker uses exactly the spec the CLI validated.
+    data: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def param_names(self) -> tuple[str, ...]:
@@ -557,6 +556,7 @@ def exercise_from_mapping(data: object, file: str, source: Path | None = None) -
         ),
         gradcheck=root.optional("gradcheck", _Node.boolean, True),
         source=source or Path(file),
+        data=cast(dict[str, Any], data),
     )
 
 

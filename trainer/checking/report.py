@@ -46,6 +46,28 @@ class StageResult:
     def title(self) -> str:
         return STAGE_TITLES.get(self.id, self.id)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The one JSON form of a stage result: on the result pipe and in ``--json``."""
+        return {**asdict(self), "title": self.title, "verdict": self.verdict.value}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> StageResult:
+        """Read a stage result back; a malformed one fails (never passes)."""
+        diagnosis = data.get("diagnosis")
+        details = data.get("details")
+        try:
+            verdict = Verdict(data.get("verdict"))
+        except ValueError:
+            verdict = Verdict.FAIL
+        return cls(
+            id=str(data.get("id")),
+            verdict=verdict,
+            message=str(data.get("message", "")),
+            details=[str(d) for d in details] if isinstance(details, list) else [],
+            seconds=float(data.get("seconds", 0.0) or 0.0),
+            diagnosis=diagnosis if isinstance(diagnosis, dict) else None,
+        )
+
 
 @dataclass
 class CheckReport:
@@ -78,7 +100,5 @@ class CheckReport:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["passed"] = self.passed
-        data["stages"] = [
-            {**asdict(s), "title": s.title, "verdict": s.verdict.value} for s in self.stages
-        ]
+        data["stages"] = [s.to_dict() for s in self.stages]
         return data

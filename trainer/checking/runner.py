@@ -1,28 +1,34 @@
-"""Run a check in an isolated child process and collect its verdict (parent side, no torch).
+"""Run checks and collect their verdicts (the CLI's side: no torch here).
 
-The child gets the job on stdin and reports on a private pipe. A pass needs a
-``done`` message carrying the right token: a crash, a hang, ``sys.exit`` or
-printed fake results all end up as failures of the stage that was running.
+Every check, cold or warm, takes the same path: a :class:`CheckingService`
+(the checking server, :mod:`trainer.checking.server`) gets one control frame
+per job, with the job pipe, the result pipe and the output pipe. A cold check
+is a service started for one job; watch mode, grading and validation keep one
+service for many. A pass needs a ``done`` frame stamped with the job's token:
+a crash, a hang, ``sys.exit`` or printed fake results all end up as failures
+of the stage that was running.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import os
 import secrets
 import selectors
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 import trainer
+from trainer.checking import processes, transport
 from trainer.checking.report import (
     REQUIRED_STAGES,
     STAGE_TITLES,
@@ -33,115 +39,207 @@ from trainer.checking.report import (
 from trainer.errors import TrainerError
 from trainer.spec import Exercise
 
-if TYPE_CHECKING:
-    from trainer.checking.warm import WarmChecker
-
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MEMORY_LIMIT_MB = 4096  # on top of what torch maps; enough for any exercise
 DEFAULT_SEED = 0
 OUTPUT_TAIL = 4000  # characters of the learner's printed output kept for the report
+READY_TIMEOUT = 120.0
+
+
+@dataclass
+class Launched:
+    """A running check: the checker's pid and the pipes to read."""
+
+    pid: int
+    result_read: int
+    output_read: int
+
+
+class CheckingService:
+    """The checking server: torch imported once, every check a fork of it.
+
+    Use as a context manager. Thread-safe: grading launches from several threads.
+    A server that stopped (killed, say) is started again for the next check.
+    """
+
+    def __init__(self, ready_timeout: float = READY_TIMEOUT) -> None:
+        self._ready_timeout = ready_timeout
+        self._lock = threading.Lock()
+        self._changed = threading.Condition()
+        self._process: subprocess.Popen[bytes] | None = None
+        self._socket: socket.socket | None = None
+        self._pids: list[int] = []
+        self._exits: dict[int, int] = {}
+        self._gone = True
+        self._errors: IO[bytes] | None = None
+        self._start()
+
+    def _start(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        from trainer.checking.server import bootstrap
+
+        root = str(Path(trainer.__file__).resolve().parent.parent)
+        theirs_fd = theirs.fileno()
+        # Where the server's own errors go (torch missing, say); read on failure.
+        if self._errors is not None:
+            self._errors.close()
+        self._errors = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
+        errors = self._errors
+        process = subprocess.Popen(
+            [sys.executable, "-c", "import sys;exec(sys.stdin.read())"],
+            stdin=subprocess.PIPE,
+            stdout=errors,
+            stderr=errors,
+            pass_fds=(theirs_fd,),
+            start_new_session=True,  # Ctrl-C in the terminal reaches the CLI alone
+        )
+        theirs.close()
+        assert process.stdin is not None
+        with contextlib.suppress(BrokenPipeError):
+            process.stdin.write(bootstrap(root, theirs_fd).encode())
+            process.stdin.close()
+        self._process, self._socket = process, ours
+        self._pids, self._exits, self._ready, self._gone = [], {}, False, False
+        threading.Thread(target=self._read, args=(ours,), daemon=True).start()
+        with self._changed:
+            self._changed.wait_for(lambda: self._ready or self._gone, timeout=self._ready_timeout)
+        if not self._ready:
+            errors.seek(0)
+            tail = errors.read().decode("utf-8", "replace").strip()[-1500:]
+            self.close()
+            raise TrainerError(
+                "the checking process could not start (is torch installed in this environment?)"
+                + (f"\n{tail}" if tail else "")
+            )
+
+    def _read(self, sock: socket.socket) -> None:
+        while True:
+            try:
+                header, _ = transport.receive_with_fds(sock, 0)
+            except (OSError, transport.WireError):
+                header = None
+            with self._changed:
+                if header is None:
+                    if sock is self._socket:
+                        self._gone = True
+                    self._changed.notify_all()
+                    return
+                if header.get("ready"):
+                    self._ready = True
+                elif "pid" in header:
+                    self._pids.append(int(header["pid"]))
+                elif "exit" in header:
+                    self._exits[int(header["exit"])] = int(header["code"])
+                self._changed.notify_all()
+
+    def launch(self, job: dict[str, Any]) -> Launched:
+        """Start one check of ``job``; the caller reads the pipes and closes them."""
+        result_read, result_write = os.pipe()
+        output_read, output_write = os.pipe()
+        job_read, job_write = os.pipe()
+        try:
+            with self._lock:
+                if self._gone:
+                    self._start()
+                assert self._socket is not None
+                with self._changed:
+                    transport.send_with_fds(
+                        self._socket, {"op": "check"}, [job_read, result_write, output_write]
+                    )
+                os.close(job_read)
+                job_read = -1
+                transport.send(job_write, job)
+                os.close(job_write)
+                job_write = -1
+                with self._changed:
+                    self._changed.wait_for(lambda: bool(self._pids) or self._gone, timeout=30)
+                    pid = self._pids.pop(0) if self._pids else 0
+        except OSError as error:
+            pid, reason = 0, error.strerror or str(error)
+        else:
+            reason = "it stopped"
+        finally:
+            for fd in (job_read, job_write, result_write, output_write):
+                if fd >= 0:
+                    os.close(fd)
+        if pid <= 0:
+            os.close(result_read)
+            os.close(output_read)
+            raise TrainerError(f"the checking process could not start a check ({reason}).")
+        return Launched(pid, result_read, output_read)
+
+    def exit_code(self, pid: int, wait: float) -> int | None:
+        """The checker's exit code (negative: killed by that signal), waiting up to ``wait`` s."""
+        with self._changed:
+            self._changed.wait_for(lambda: pid in self._exits or self._gone, timeout=wait)
+            return self._exits.pop(pid, None)
+
+    def close(self) -> None:
+        """Stop the server; it ends every checker and learner process first."""
+        sock, process = self._socket, self._process
+        self._socket, self._process = None, None
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+            sock.close()
+        if process is not None:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        self._gone = True
+        if self._errors is not None:
+            self._errors.close()
+            self._errors = None
+
+    def __enter__(self) -> CheckingService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 @dataclass
 class _Collected:
     stage_ids: list[str] = field(default_factory=lambda: list(REQUIRED_STAGES))
     stages: dict[str, StageResult] = field(default_factory=dict)
+    running: str | None = None  # the stage the checker said it started last
+    learner_pid: int = 0
     ready: bool = False
     done: bool = False
     error: str | None = None
     output: str = ""
     notes: list[str] = field(default_factory=list)
 
+    def handle(self, message: dict[str, Any]) -> None:
+        kind = message.get("type")
+        if kind == "ready":
+            self.ready = True
+            stages = message.get("stages")
+            if isinstance(stages, list) and all(s in STAGE_TITLES for s in stages):
+                self.stage_ids = [str(s) for s in stages]
+        elif kind == "learner":
+            self.learner_pid = int(message.get("pid", 0))
+        elif kind == "error":
+            self.error = str(message.get("message"))
+        elif kind == "stage-start":
+            self.running = str(message.get("stage"))
+        elif kind == "stage-end":
+            result = message.get("result")
+            if isinstance(result, dict):
+                stage = StageResult.from_dict(result)
+                self.stages[stage.id] = stage
+                self.running = None
+            for note in message.get("notes", []):
+                if str(note) not in self.notes:
+                    self.notes.append(str(note))
+        elif kind == "done":
+            self.done = True
 
-MARKER = "TRAINER_CHECK_ID"
-
-
-def child_env(marker: str | None) -> dict[str, str]:
-    env = dict(os.environ)
-    # Inherited by every process the learner's code starts, even in a new
-    # session: after the check, whatever carries it is ended.
-    if marker:
-        env[MARKER] = marker
-    # The child must import this very package, installed or not.
-    package_root = str(Path(trainer.__file__).resolve().parent.parent)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env.setdefault("OMP_NUM_THREADS", "1")
-    return env
-
-
-def _kill_marked(marker: str) -> None:
-    """End every process whose environment carries this check's marker (Linux)."""
-    needle = f"{MARKER}={marker}".encode()
-    for _ in range(3):  # a process may start another while we look
-        found = False
-        for entry in Path("/proc").glob("[0-9]*"):
-            try:
-                environment = (entry / "environ").read_bytes()
-            except OSError:
-                continue
-            if needle in environment.split(b"\0"):
-                found = True
-                with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
-                    os.kill(int(entry.name), signal.SIGKILL)
-        if not found:
-            return
-
-
-def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(process.pid, signal.SIGKILL)
-    with contextlib.suppress(ProcessLookupError):
-        process.kill()
-    process.wait()
-
-
-def _handle(message: dict[str, Any], collected: _Collected) -> None:
-    kind = message.get("type")
-    if kind == "ready":
-        collected.ready = True
-        stages = message.get("stages")
-        if isinstance(stages, list) and all(s in STAGE_TITLES for s in stages):
-            collected.stage_ids = [str(s) for s in stages]
-    elif kind == "error":
-        collected.error = str(message.get("message"))
-    elif kind == "stage-end":
-        stage = str(message["stage"])
-        diagnosis = message.get("diagnosis")
-        collected.stages[stage] = StageResult(
-            id=stage,
-            verdict=Verdict(message.get("verdict", "fail")),
-            message=str(message.get("message", "")),
-            details=[str(d) for d in message.get("details", [])],
-            seconds=float(message.get("seconds", 0.0)),
-            diagnosis=diagnosis if isinstance(diagnosis, dict) else None,
-        )
-        for note in message.get("notes", []):
-            if str(note) not in collected.notes:
-                collected.notes.append(str(note))
-    elif kind == "done":
-        collected.done = True
-
-
-def _exit_description(code: int) -> str:
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = f"signal {-code}"
-        return f"was killed by {name}"
-    return f"exited with code {code}"
-
-
-@dataclass
-class Launched:
-    """A running checking child, however it was started."""
-
-    pid: int
-    result_read: int
-    output_read: int
-    returncode: Callable[[float], int | None]  # waits up to the given seconds
-    kill: Callable[[], None]  # ends the child and its whole process group
+    def add_output(self, chunk: bytes) -> None:
+        self.output = (self.output + chunk.decode("utf-8", "replace"))[-OUTPUT_TAIL * 4 :]
 
 
 def run_check(
@@ -152,13 +250,13 @@ def run_check(
     timeout: float = DEFAULT_TIMEOUT,
     solution: Path | None = None,
     double_backward: bool = False,
-    warm: WarmChecker | None = None,
+    service: CheckingService | None = None,
     memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB,
 ) -> CheckReport:
-    """Check ``file`` against ``exercise`` in a child process and return the report.
+    """Check ``file`` against ``exercise`` and return the report.
 
-    With ``warm``, the child is forked from a process that has imported torch
-    already (watch mode, grading); otherwise a fresh interpreter starts.
+    With ``service``, the check is one more job of a running server (watch
+    mode, grading); otherwise a server is started for this one job.
     """
     started = time.monotonic()
     raw = file.read_bytes()  # one read: the verdict belongs to exactly this version
@@ -174,30 +272,48 @@ def run_check(
         ]
         return _report(exercise, file, raw, seed, stages, started, "")
     token = secrets.token_hex(16)
-    marker = secrets.token_hex(8)
     job = {
+        "exercise": exercise.data,
         "spec_path": str(exercise.source.resolve()),
         "spec_name": _display(exercise.source),
         "file": str(file.resolve()),
-        "cwd": str(file.resolve().parent),
         "source": source,
         "seed": seed,
         # The reference solution, run by the checker for advice (saved bytes).
         "solution": str(solution) if solution is not None else None,
         "double_backward": double_backward,
-        "marker": marker,
         "memory_limit_mb": memory_limit_mb,
+        "token": token,
     }
-    launched = warm.launch(job, token) if warm is not None else _launch_cold(job, token, marker)
+    if service is None:
+        with CheckingService() as own:
+            return _run_job(own, job, exercise, file, raw, started, timeout)
+    return _run_job(service, job, exercise, file, raw, started, timeout)
+
+
+def _run_job(
+    service: CheckingService,
+    job: dict[str, Any],
+    exercise: Exercise,
+    file: Path,
+    raw: bytes,
+    started: float,
+    timeout: float,
+) -> CheckReport:
+    seed = int(job["seed"])
+    token = str(job["token"])
+    launched = service.launch(job)
     collected = _Collected()
     try:
         timed_out = _collect(launched, token, collected, started + timeout)
     finally:
-        launched.kill()  # whatever the learner's code left running ends with the check
-        _kill_marked(marker)
+        # Whatever is still running ends with the check: the checker's group, and
+        # with it (the zygote sees the checker go) the learner's process.
+        processes.kill_group(launched.pid)
         os.close(launched.result_read)
         os.close(launched.output_read)
-    returncode = None if collected.done else launched.returncode(2.0)
+        _wait_until_gone(collected.learner_pid, 3.0)
+    returncode = None if collected.done else service.exit_code(launched.pid, 2.0)
 
     if collected.error:
         raise TrainerError(collected.error)
@@ -213,54 +329,32 @@ def run_check(
     return report
 
 
-def _launch_cold(job: dict[str, Any], token: str, marker: str) -> Launched:
-    result_read, result_write = os.pipe()
-    output_read, output_write = os.pipe()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "trainer.checking.child"],
-        stdin=subprocess.PIPE,
-        stdout=output_write,
-        stderr=output_write,
-        pass_fds=(result_write,),
-        cwd=job["cwd"],
-        env=child_env(marker),
-        start_new_session=True,  # its own process group: a timeout ends every descendant
-    )
-    os.close(result_write)
-    os.close(output_write)
-    _feed_job(process, {**job, "result_fd": result_write}, token)
-
-    def returncode(wait: float) -> int | None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=wait)
-        return process.returncode
-
-    return Launched(process.pid, result_read, output_read, returncode, lambda: _kill_group(process))
-
-
-def _feed_job(process: subprocess.Popen[bytes], job: dict[str, Any], token: str) -> None:
-    stdin: IO[bytes] | None = process.stdin
-    assert stdin is not None
-    data = json.dumps(job).encode()  # never the token: it follows, read after the fork
-    try:
-        # The child reads the job, starts the learner's process, then the token.
-        stdin.write(f"{len(data)}\n".encode() + data + f"{token}\n".encode())
-        stdin.close()
-    except BrokenPipeError:
-        pass  # the child died at once; its exit code tells the story
+def _wait_until_gone(pid: int, seconds: float) -> None:
+    """Until ``pid`` is gone or a zombie (its parent, the zygote, reaps it)."""
+    if pid <= 0:
+        return
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return
+        if stat.rsplit(")", 1)[-1].split()[0] in ("Z", "X"):
+            return
+        time.sleep(0.005)
 
 
 def _collect(launched: Launched, token: str, collected: _Collected, deadline: float) -> bool:
     """Read results and output until ``done``, the end of the result pipe, or the deadline.
 
     Returns True when the deadline passed first. The output pipe may stay open
-    after the child ends (a process the learner started holds it): it is read
+    after the checker ends (a process the learner started holds it): it is read
     along the way, never waited for.
     """
     selector = selectors.DefaultSelector()
     selector.register(launched.result_read, selectors.EVENT_READ, "result")
     selector.register(launched.output_read, selectors.EVENT_READ, "output")
-    pending = b""
+    frames = transport.FrameReader()
     result_open = True
     try:
         while result_open and not collected.done:
@@ -272,19 +366,14 @@ def _collect(launched: Launched, token: str, collected: _Collected, deadline: fl
                 if key.data == "output":
                     if not chunk:
                         selector.unregister(key.fd)
-                    collected.output = (collected.output + chunk.decode("utf-8", "replace"))[
-                        -OUTPUT_TAIL * 4 :
-                    ]
+                    collected.add_output(chunk)
                     continue
                 if not chunk:
                     result_open = False
                     break
-                pending += chunk
-                *lines, pending = pending.split(b"\n")
-                for line in lines:
-                    message = _parse(line, token)
-                    if message is not None:
-                        _handle(message, collected)
+                for header in frames.feed(chunk):
+                    if secrets.compare_digest(str(header.get("token", "")), token):
+                        collected.handle(header)  # anything unstamped is not the checker's
         _drain_output(selector, launched.output_read, collected)
     finally:
         selector.close()
@@ -303,19 +392,7 @@ def _drain_output(selector: selectors.BaseSelector, output_fd: int, collected: _
         chunk = os.read(output_fd, 65536)
         if not chunk:
             return
-        collected.output = (collected.output + chunk.decode("utf-8", "replace"))[-OUTPUT_TAIL * 4 :]
-
-
-def _parse(line: bytes, token: str) -> dict[str, Any] | None:
-    try:
-        message = json.loads(line)
-    except ValueError:
-        return None
-    if not isinstance(message, dict) or not secrets.compare_digest(
-        str(message.get("token", "")), token
-    ):
-        return None  # not from the checker: ignore it
-    return message
+        collected.add_output(chunk)
 
 
 def _stages(
@@ -330,14 +407,17 @@ def _stages(
         if stopped or collected.done:
             stages.append(StageResult(stage, Verdict.SKIP, "skipped: the check stopped"))
             continue
-        # The first stage without a result is the one that was running.
+        # The stage the checker said it started; before any word, the first without a result.
+        if collected.running not in (None, stage) and collected.running in collected.stage_ids:
+            stages.append(StageResult(stage, Verdict.SKIP, "skipped: the check stopped"))
+            continue
         if timed_out:
             message = (
                 f"timed out after {timeout:g} s during {STAGE_TITLES[stage].lower()}: "
                 "an endless loop? (raise the limit with --timeout)"
             )
         else:
-            how = _exit_description(returncode) if returncode is not None else "ended"
+            how = processes.code_words(returncode) if returncode is not None else "ended"
             message = f"the checking process {how} during {STAGE_TITLES[stage].lower()}"
         stages.append(StageResult(stage, Verdict.FAIL, message))
         stopped = True

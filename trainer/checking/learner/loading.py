@@ -1,6 +1,6 @@
 """Load a learner's scratch file and check the structure of its Function class.
 
-Runs in the checking child only. Every problem becomes a :class:`LearnerProblem`
+Runs in the learner's process only. Every problem becomes a :class:`LearnerProblem`
 whose message names what is missing or where the error is, in the learner's
 own file, with frames of the checker and of torch cut away.
 """
@@ -11,15 +11,27 @@ import difflib
 import inspect
 import sys
 import traceback
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import torch
 
-from trainer.spec import Exercise
 
-LEARNER_MODULE = "learner_solution"
+@dataclass(frozen=True)
+class Expected:
+    """The little the learner's process knows of the exercise: what the class looks like."""
+
+    class_name: str
+    param_names: tuple[str, ...]
+    outputs: int = 1
+
+
+def module_name(path: Path) -> str:
+    """The name ``import <stem>`` would give the file, as in a plain program."""
+    stem = path.stem
+    return stem if stem.isidentifier() else "solution"
 
 
 class LearnerProblem(Exception):
@@ -85,9 +97,10 @@ def import_source(source: str, path: Path) -> ModuleType:
     except ValueError as error:  # e.g. source with NUL bytes
         raise LearnerProblem(f"{path.name} cannot be compiled: {error}") from None
 
-    module = ModuleType(LEARNER_MODULE)
+    name = module_name(path)
+    module = ModuleType(name)
     module.__file__ = str(path)
-    sys.modules[LEARNER_MODULE] = module
+    sys.modules[name] = module
     # A learner may keep helpers next to the scratch file.
     sys.path.insert(0, str(path.parent))
     try:
@@ -122,24 +135,29 @@ def _user_attribute(klass: type, name: str) -> Any:
     return None
 
 
-def _positional_count(function: Any) -> tuple[int, bool]:
+def _positional_counts(function: Any) -> tuple[int, int, bool]:
+    """How many positional parameters: required, in all, and whether *args takes more."""
     signature = inspect.signature(function)
-    count = 0
+    required = total = 0
     variadic = False
     for parameter in signature.parameters.values():
         if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
-            count += 1
+            total += 1
+            required += parameter.default is parameter.empty
         elif parameter.kind is parameter.VAR_POSITIONAL:
             variadic = True
-    return count, variadic
+        elif parameter.kind is parameter.KEYWORD_ONLY and parameter.default is parameter.empty:
+            required += 1_000  # a required keyword-only parameter: autograd never passes it
+    return required, total, variadic
 
 
-def _check_arity(
-    exercise: Exercise, class_name: str, method: str, function: Any, expected: list[str]
-) -> None:
-    count, variadic = _positional_count(function)
-    if count == len(expected) or (variadic and count <= len(expected)):
+def _check_arity(class_name: str, method: str, function: Any, expected: list[str]) -> None:
+    """The call autograd makes, ``method(*expected)``, must bind: extra parameters with
+    defaults and ``*args`` are fine, as they are for torch."""
+    required, total, variadic = _positional_counts(function)
+    if required <= len(expected) and (len(expected) <= total or variadic):
         return
+    count = min(required, 999) if required > total else total
     wanted = ", ".join(expected)
     raise LearnerProblem(
         f"`{class_name}.{method}` takes {count} positional parameter{'s' * (count != 1)} "
@@ -148,7 +166,7 @@ def _check_arity(
 
 
 def find_function_class(
-    module: ModuleType, exercise: Exercise, path: Path
+    module: ModuleType, exercise: Expected, path: Path
 ) -> type[torch.autograd.Function]:
     name = exercise.class_name
     candidate = vars(module).get(name)
@@ -156,7 +174,7 @@ def find_function_class(
         classes = [
             key
             for key, value in vars(module).items()
-            if isinstance(value, type) and value.__module__ == LEARNER_MODULE
+            if isinstance(value, type) and value.__module__ == module.__name__
         ]
         functions = [
             key for key in classes if issubclass(vars(module)[key], torch.autograd.Function)
@@ -190,7 +208,14 @@ def find_function_class(
         "forward": params if uses_setup_context else ["ctx", *params],
         "backward": ["ctx", *grads],
     }
-    for method in ("forward", "backward"):
+    # torch accepts `vjp` as the name of backward (one or the other, not both).
+    backward_name = (
+        "vjp"
+        if _user_attribute(candidate, "backward") is None
+        and _user_attribute(candidate, "vjp") is not None
+        else "backward"
+    )
+    for method in ("forward", backward_name):
         raw = _user_attribute(candidate, method)
         if raw is None:
             raise LearnerProblem(
@@ -201,7 +226,9 @@ def find_function_class(
                 f"`{name}.{method}` must be a @staticmethod: autograd calls "
                 f"`{name}.{method}(ctx, ...)` without an instance."
             )
-        _check_arity(exercise, name, method, raw.__func__, expected[method])
+        _check_arity(
+            name, method, raw.__func__, expected["backward" if method == "vjp" else method]
+        )
     return candidate
 
 
@@ -211,7 +238,7 @@ NOT_WRITTEN = " is not written yet"
 def explain_learner_error(error: BaseException, path: Path, during: str) -> tuple[str, list[str]]:
     """Words for an exception that came out of the learner's forward or backward."""
     frames = learner_traceback(error, path)
-    for method in ("backward", "forward"):
+    for method in ("backward", "vjp", "forward"):
         if isinstance(error, NotImplementedError) and raised_in(error, path, method):
             return (
                 f"{method}(){NOT_WRITTEN}: it still raises NotImplementedError. "

@@ -17,11 +17,16 @@ from typing import Any
 
 import torch
 
-from trainer.checking.compare import compare_tensor, shape_text
-from trainer.checking.diagnosis import diagnose, view_lines
-from trainer.checking.learner import NOT_WRITTEN, describe_exception
-from trainer.checking.plan import Plan, Run
-from trainer.checking.proxy import LearnerFault, LearnerProcessEnded, Sandbox, forward_outputs
+from trainer.checking.learner.loading import NOT_WRITTEN, describe_exception
+from trainer.checking.trusted.compare import compare_tensor, shape_text
+from trainer.checking.trusted.diagnosis import diagnose, view_lines
+from trainer.checking.trusted.plan import Plan, Run
+from trainer.checking.trusted.proxy import (
+    LearnerFault,
+    LearnerProcessEnded,
+    Sandbox,
+    forward_outputs,
+)
 from trainer.spec import Exercise, TensorParam
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
@@ -333,9 +338,9 @@ Reporter = Callable[[str, Callable[[], StageOutcome]], StageOutcome]
 
 
 def _bodies() -> dict[str, StageBody]:
-    from trainer.checking.contract import contract_stage
-    from trainer.checking.gradcheck import gradcheck_stage
-    from trainer.checking.robustness import (
+    from trainer.checking.trusted.contract import contract_stage
+    from trainer.checking.trusted.gradcheck import gradcheck_stage
+    from trainer.checking.trusted.robustness import (
         cuda_stage,
         double_backward_stage,
         kinks_stage,

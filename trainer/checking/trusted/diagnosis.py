@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from trainer.checking.compare import shape_text
+from trainer.checking.trusted.compare import shape_text
 
 # Kept before any learner code runs, so a patched torch cannot change a diagnosis.
 _allclose = torch.allclose

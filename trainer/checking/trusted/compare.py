@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from trainer.checking.wire import Opaque
+from trainer.checking.values import Opaque
 from trainer.spec import Tolerance
 
 # Kept before any learner code runs, so a patched torch cannot change a verdict.

@@ -95,6 +95,8 @@ class Plan:
     runs: tuple[Run, ...]
     kink_runs: tuple[KinkRun, ...] = ()
     stability_runs: tuple[Run, ...] = ()
+    # Fresh values of one shape, for calls in a row as a training loop makes them.
+    state_runs: tuple[Run, ...] = ()
 
     @property
     def gradcheck_runs(self) -> tuple[Run, ...]:
@@ -166,21 +168,30 @@ def evaluate_reference(exercise: Exercise, args: Sequence[object]) -> tuple[torc
     return outputs
 
 
+STATE_VALUE_SETS = 6
+
+
+def _case_values(exercise: Exercise, case: Case, generator: torch.Generator) -> list[object]:
+    """Fresh random arguments for ``case`` (tensors in float64)."""
+    scalars = {
+        p.name: case.values[p.name] for p in exercise.parameters if isinstance(p, ScalarParam)
+    }
+    base: list[object] = []
+    for param in exercise.parameters:
+        value = case.values[param.name]
+        if isinstance(param, TensorParam):
+            assert isinstance(value, tuple)
+            base.append(make_tensor(param, value, scalars, generator))
+        else:
+            base.append(value)
+    return base
+
+
 def build_plan(exercise: Exercise, seed: int) -> Plan:
     generator = torch.Generator().manual_seed(seed)
     runs: list[Run] = []
     for case in exercise.cases:
-        scalars = {
-            p.name: case.values[p.name] for p in exercise.parameters if isinstance(p, ScalarParam)
-        }
-        base: list[object] = []
-        for param in exercise.parameters:
-            value = case.values[param.name]
-            if isinstance(param, TensorParam):
-                assert isinstance(value, tuple)
-                base.append(make_tensor(param, value, scalars, generator))
-            else:
-                base.append(value)
+        base = _case_values(exercise, case, generator)
         for dtype in DTYPES:
             args = tuple(
                 a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
@@ -190,9 +201,21 @@ def build_plan(exercise: Exercise, seed: int) -> Plan:
     kink_runs = tuple(
         k for run in runs if run.dtype == torch.float64 for k in _kink_run(exercise, run, generator)
     )
+    state_case = exercise.cases[0]
+    state_runs = tuple(
+        _run(
+            exercise,
+            state_case,
+            torch.float64,
+            tuple(_case_values(exercise, state_case, generator)),
+            generator,
+        )
+        for _ in range(STATE_VALUE_SETS)
+    )
     return Plan(
         runs=tuple(runs),
         kink_runs=kink_runs,
+        state_runs=state_runs,
         stability_runs=tuple(
             _stability_run(exercise, index, generator) for index in range(len(exercise.stability))
         ),

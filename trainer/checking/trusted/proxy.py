@@ -1,6 +1,7 @@
 """The checker's side of the learner's process: start it, call it, and wrap it as a Function.
 
-:func:`Sandbox.start` forks the process that runs the learner's code. The
+:func:`Sandbox.start` asks the learner zygote for the process that runs the
+learner's code. The
 :func:`proxy_function` it offers is a ``torch.autograd.Function`` of the
 checker's own whose forward and backward ask that process for the learner's
 results, so torch's autograd engine and ``gradcheck`` run here, untouched by
@@ -10,17 +11,16 @@ the learner's code, on the learner's answers.
 from __future__ import annotations
 
 import contextlib
-import os
 import select
-import signal
+import socket
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from trainer.checking import wire
-from trainer.checking.compare import describe_value
+from trainer.checking import processes, transport, values
+from trainer.checking.trusted.compare import describe_value
 from trainer.spec import Exercise
 
 
@@ -37,26 +37,20 @@ class LearnerProcessEnded(LearnerFault):
     """The process running the learner's code ended (a crash, ``os._exit``, a signal)."""
 
 
-def _exit_words(status: int) -> str:
-    if os.WIFSIGNALED(status):
-        number = os.WTERMSIG(status)
-        try:
-            name = signal.Signals(number).name
-        except ValueError:
-            name = f"signal {number}"
-        return f"was killed by {name}"
-    code = os.WEXITSTATUS(status)
-    words = f"exited with code {code}"
-    return words + " (did your code call os._exit?)" if code == 0 else words
-
-
 class Sandbox:
-    """A forked process that runs the learner's file and answers forward/backward calls."""
+    """The learner's process, as the checker sees it: a socket to call it on.
 
-    def __init__(self, pid: int, requests: int, replies: int) -> None:
+    The process is a fork of the learner zygote, which reports its pid and,
+    when it ends, its exit status on a control socket private to this check;
+    closing that socket (or :meth:`stop`) ends the process and all it started.
+    """
+
+    def __init__(
+        self, pid: int, calls: socket.socket | None, control: socket.socket | None
+    ) -> None:
         self.pid = pid
-        self._requests = requests
-        self._replies = replies
+        self._calls = calls
+        self._control = control
         self.ended: str | None = None  # how the process ended, once it has
         self.patched: list[str] = []  # names the learner's code replaced, as it reported them
         # How the proxy hands tensors over: "plain", "strided" (not contiguous)
@@ -77,36 +71,41 @@ class Sandbox:
     @classmethod
     def start(
         cls,
+        zygote: socket.socket,
         exercise: Exercise,
+        *,
         source: str,
         path: Path,
-        close_in_child: Sequence[int] = (),
-        memory_limit_mb: int | None = None,
+        memory_limit_mb: object = None,
     ) -> Sandbox:
-        to_child_read, to_child_write = os.pipe()
-        from_child_read, from_child_write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # the learner's process
-            try:
-                os.close(to_child_write)
-                os.close(from_child_read)
-                for fd in close_in_child:  # the checker's own channels: never the learner's
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
-                # input() in the learner's code gets end-of-file at once.
-                devnull = os.open(os.devnull, os.O_RDONLY)
-                if devnull != 0:  # fd 0 may have been one of the closed channels
-                    os.dup2(devnull, 0)
-                    os.close(devnull)
-                from trainer.checking.sandbox import limit_memory, serve
-
-                limit_memory(memory_limit_mb)
-                serve(exercise, source, path, to_child_read, from_child_write)
-            finally:
-                os._exit(4)
-        os.close(to_child_read)
-        os.close(from_child_write)
-        return cls(pid, to_child_write, from_child_read)
+        """Ask the zygote for a fresh learner process for ``source``."""
+        control, control_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        calls, calls_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        learner = {
+            "class_name": exercise.class_name,
+            "param_names": list(exercise.param_names),
+            "outputs": exercise.outputs,
+            "file": str(path),
+            "cwd": str(path.parent),
+            "source": source,
+        }
+        try:
+            transport.send_with_fds(
+                zygote,
+                {"op": "spawn", "learner": learner, "memory_limit_mb": memory_limit_mb},
+                [control_theirs.fileno(), calls_theirs.fileno(), 1],  # 1: the output pipe
+            )
+            reply, _ = transport.receive_with_fds(control, 0)
+            pid = int(reply.get("pid", 0))
+        except (OSError, transport.WireError, ValueError):
+            pid = 0
+        finally:
+            control_theirs.close()
+            calls_theirs.close()
+        sandbox = cls(pid, calls, control)
+        if not pid:
+            sandbox.ended = "could not be started (the checking server stopped)"
+        return sandbox
 
     @property
     def alive(self) -> bool:
@@ -115,16 +114,17 @@ class Sandbox:
     def call(
         self, request: dict[str, Any], blobs: list[bytes] | None = None
     ) -> tuple[dict[str, Any], list[bytes]]:
-        if self.ended is not None:
+        if self.ended is not None or self._calls is None:
             raise LearnerProcessEnded(f"the process running your code {self.ended}")
+        fd = self._calls.fileno()
         try:
-            wire.send(self._requests, request, blobs or [])
+            transport.send(fd, request, blobs or [])
             self._wait_for_reply()
-            reply, reply_blobs = wire.receive(self._replies)
-        except (wire.PeerGone, BrokenPipeError):
-            self.ended = self._reap()
+            reply, reply_blobs = transport.receive(fd)
+        except (transport.PeerGone, BrokenPipeError, ConnectionResetError):
+            self.ended = self._ended_words()
             raise LearnerProcessEnded(f"the process running your code {self.ended}") from None
-        except wire.WireError as error:
+        except transport.WireError as error:
             self.stop()
             self.ended = "sent an unreadable reply"
             raise LearnerProcessEnded(
@@ -136,35 +136,48 @@ class Sandbox:
         return reply, reply_blobs
 
     def _wait_for_reply(self) -> None:
-        # A learner's code may fork and keep the reply pipe open after this
-        # process died: watch the process too, not only the pipe.
-        while True:
-            ready, _, _ = select.select([self._replies], [], [], 0.2)
-            if ready:
-                return
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.ended = _exit_words(status)
-                raise wire.PeerGone("ended")
+        # A learner's code may fork and keep the socket open after its process
+        # died: watch the zygote's word on the process too, not only the socket.
+        assert self._calls is not None and self._control is not None
+        ready, _, _ = select.select([self._calls, self._control], [], [])
+        if self._calls in ready:
+            return
+        self.ended = self._ended_words()
+        raise transport.PeerGone("ended")
 
-    def _reap(self) -> str:
+    def _ended_words(self) -> str:
+        """How the process ended, as the zygote reports it (waiting briefly for the word)."""
         if self.ended is not None:
             return self.ended
-        try:
-            _, status = os.waitpid(self.pid, 0)
-        except ChildProcessError:
+        if self._control is None:
             return "ended"
-        return _exit_words(status)
+        ready, _, _ = select.select([self._control], [], [], 2.0)
+        if not ready:
+            return "ended"
+        try:
+            reply, _ = transport.receive_with_fds(self._control, 0)
+        except (OSError, transport.WireError):
+            return "ended"
+        code = reply.get("code")
+        if not isinstance(code, int):
+            return "ended"
+        words = processes.code_words(code)
+        return words + " (did your code call os._exit?)" if code == 0 else words
 
     def stop(self) -> None:
-        with contextlib.suppress(OSError):
-            os.close(self._requests)
-        with contextlib.suppress(OSError):
-            os.close(self._replies)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(self.pid, 0)
+        """End the learner's process and everything it started; wait until they are gone."""
+        if self._calls is not None:
+            self._calls.close()
+            self._calls = None
+        if self._control is not None:
+            with contextlib.suppress(OSError, transport.WireError):
+                transport.send_with_fds(self._control, {"op": "stop"})
+                while True:  # an exit report may come first
+                    reply, _ = transport.receive_with_fds(self._control, 0)
+                    if reply.get("stopped"):
+                        break
+            self._control.close()
+            self._control = None
         self.ended = self.ended or "was stopped"
 
     # -- the calls ---------------------------------------------------------------------------
@@ -183,7 +196,7 @@ class Sandbox:
         blobs: list[bytes] = []
         request = {
             "op": "forward",
-            "args": wire.encode(list(args), blobs, layout or self.input_layout),
+            "args": values.encode(list(args), blobs, layout or self.input_layout),
             "requires_grad": list(requires_grad),
             "keep": keep,
             "device": self.device,
@@ -191,8 +204,8 @@ class Sandbox:
         reply, reply_blobs = self.call(request, blobs)
         _raise_error(reply)
         try:
-            outputs = wire.decode(reply.get("outputs"), reply_blobs)
-        except wire.WireError as error:
+            outputs = values.decode(reply.get("outputs"), reply_blobs)
+        except transport.WireError as error:
             raise LearnerFault(f"forward's result could not be read ({error})") from None
         return outputs, reply
 
@@ -203,7 +216,7 @@ class Sandbox:
         layout: str | None = None,
     ) -> tuple[object, dict[str, Any]]:
         blobs: list[bytes] = []
-        items = [wire.encode(g, blobs, layout=layout or self.grad_layout) for g in grads]
+        items = [values.encode(g, blobs, layout=layout or self.grad_layout) for g in grads]
         request = {
             "op": "backward",
             "handle": handle,
@@ -213,8 +226,8 @@ class Sandbox:
         reply, reply_blobs = self.call(request, blobs)
         _raise_error(reply)
         try:
-            result = wire.decode(reply.get("result"), reply_blobs)
-        except wire.WireError as error:
+            result = values.decode(reply.get("result"), reply_blobs)
+        except transport.WireError as error:
             raise LearnerFault(f"backward's result could not be read ({error})") from None
         return result, reply
 

@@ -14,8 +14,8 @@ from typing import Any
 import torch
 from torch.autograd.gradcheck import GradcheckError
 
-from trainer.checking.plan import Run
-from trainer.checking.stages import (
+from trainer.checking.trusted.plan import Run
+from trainer.checking.trusted.stages import (
     Checked,
     Failure,
     StageOutcome,

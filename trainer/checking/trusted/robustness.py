@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from trainer.checking import wire
-from trainer.checking.compare import compare_tensor
-from trainer.checking.plan import KinkRun, Run
-from trainer.checking.proxy import LearnerFault, forward_outputs
-from trainer.checking.stages import (
+from trainer.checking import values
+from trainer.checking.trusted.compare import compare_tensor
+from trainer.checking.trusted.plan import KinkRun, Run
+from trainer.checking.trusted.proxy import LearnerFault, forward_outputs
+from trainer.checking.trusted.stages import (
     SKIP,
     Checked,
     Failure,
@@ -155,16 +155,16 @@ def _double_backward_failure(checked: Checked, run: Run) -> Failure | None:
     blobs: list[bytes] = []
     request = {
         "op": "double",
-        "args": wire.encode(list(args), blobs),
+        "args": values.encode(list(args), blobs),
         "requires_grad": flags,
-        "upstream": wire.encode(list(run.upstream), blobs),
-        "vector": wire.encode(list(vector), blobs),
+        "upstream": values.encode(list(run.upstream), blobs),
+        "vector": values.encode(list(vector), blobs),
     }
     reply, reply_blobs = sandbox.call(request, blobs)
     error = reply.get("error")
     if isinstance(error, dict):
         raise LearnerFault(str(error.get("message")), [str(d) for d in error.get("details", [])])
-    analytical = wire.decode(reply.get("second"), reply_blobs)
+    analytical = values.decode(reply.get("second"), reply_blobs)
     if not isinstance(analytical, list | tuple):
         return Failure(run, "the second-order gradients could not be read")
     eps = checked.exercise.tolerances.gradcheck_eps
@@ -183,14 +183,14 @@ def _double_backward_failure(checked: Checked, run: Run) -> Failure | None:
         assert isinstance(base, torch.Tensor)
         numerical = torch.zeros_like(base).reshape(-1)
         for element in range(base.numel()):
-            values = []
+            shifted_dots = []
             for sign in (1.0, -1.0):
                 shifted = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
                 tensor = shifted[position]
                 assert isinstance(tensor, torch.Tensor)
                 tensor.reshape(-1)[element] += sign * eps
-                values.append(first_order_dot(shifted))
-            numerical[element] = (values[0] - values[1]) / (2 * eps)
+                shifted_dots.append(first_order_dot(shifted))
+            numerical[element] = (shifted_dots[0] - shifted_dots[1]) / (2 * eps)
         got = analytical[slot] if slot < len(analytical) else None
         if not isinstance(got, torch.Tensor):
             got = torch.zeros_like(base)

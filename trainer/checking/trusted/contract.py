@@ -17,11 +17,11 @@ from typing import Any
 
 import torch
 
-from trainer.checking.compare import compare_tensor, describe_value, shape_text
-from trainer.checking.diagnosis import classify
-from trainer.checking.plan import Run
-from trainer.checking.proxy import LearnerFault, forward_outputs
-from trainer.checking.stages import (
+from trainer.checking.trusted.compare import compare_tensor, describe_value, shape_text
+from trainer.checking.trusted.diagnosis import classify
+from trainer.checking.trusted.plan import Run
+from trainer.checking.trusted.proxy import LearnerFault, forward_outputs
+from trainer.checking.trusted.stages import (
     Checked,
     Failure,
     StageOutcome,

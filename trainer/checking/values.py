@@ -1,24 +1,19 @@
-"""Messages between the checker and the process that runs the learner's code.
+"""Values between the checker and the learner's process: tensors as bytes, never pickles.
 
-The learner's process is not trusted, so nothing it sends is unpickled: a
-message is a JSON header plus raw byte blobs for tensors, and every value a
-learner's method returns is described (a tensor, None, a number, a sequence,
-or "something else" with its type name) rather than rebuilt as an object.
+The learner's process is not trusted, so nothing it sends is unpickled: every
+value a learner's method returns is described (a tensor, None, a number, a
+sequence, or "something else" with its type name) as JSON plus raw byte blobs
+(see :mod:`trainer.checking.transport` for the framing), and rebuilt as plain
+data on the other side.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import struct
 from typing import Any
 
 import torch
 
-MAX_MESSAGE = 512 * 1024 * 1024  # a reply larger than this is refused, not read
-
-_HEADER = struct.Struct("!II")  # header length, number of blobs
-_BLOB = struct.Struct("!Q")
+from trainer.checking.transport import WireError
 
 _DTYPES = {
     str(d): d
@@ -37,14 +32,6 @@ _DTYPES = {
         torch.complex128,
     )
 }
-
-
-class WireError(Exception):
-    """The other side sent something that is not a valid message, or went away."""
-
-
-class PeerGone(WireError):
-    """End of file: the other process ended."""
 
 
 def encode(value: object, blobs: list[bytes], layout: str = "plain") -> dict[str, Any]:
@@ -150,47 +137,3 @@ def _apply_layout(tensor: torch.Tensor, layout: str) -> torch.Tensor:
         # What `y.sum().backward()` hands down: one value, stride 0 everywhere.
         return tensor.reshape(-1)[:1].reshape(()).expand(tensor.shape)
     return tensor
-
-
-def send(fd: int, header: dict[str, Any], blobs: list[bytes]) -> None:
-    head = json.dumps(header).encode()
-    parts = [_HEADER.pack(len(head), len(blobs)), head]
-    for blob in blobs:
-        parts += [_BLOB.pack(len(blob)), blob]
-    data = memoryview(b"".join(parts))
-    while data:
-        written = os.write(fd, data)
-        data = data[written:]
-
-
-def _read_exact(fd: int, size: int) -> bytes:
-    chunks = []
-    remaining = size
-    while remaining:
-        chunk = os.read(fd, min(remaining, 1 << 20))
-        if not chunk:
-            raise PeerGone("the other process ended")
-        chunks.append(chunk)
-        remaining -= len(chunk)
-    return b"".join(chunks)
-
-
-def receive(fd: int) -> tuple[dict[str, Any], list[bytes]]:
-    head_size, count = _HEADER.unpack(_read_exact(fd, _HEADER.size))
-    if head_size > MAX_MESSAGE or count > 100_000:
-        raise WireError("a message is too large")
-    try:
-        header = json.loads(_read_exact(fd, head_size))
-    except ValueError as error:
-        raise WireError(f"a message header is not JSON: {error}") from None
-    if not isinstance(header, dict):
-        raise WireError("a message header is not an object")
-    blobs = []
-    total = head_size
-    for _ in range(count):
-        (size,) = _BLOB.unpack(_read_exact(fd, _BLOB.size))
-        total += size
-        if total > MAX_MESSAGE:
-            raise WireError("a message is too large")
-        blobs.append(_read_exact(fd, size))
-    return header, blobs

@@ -1,0 +1,112 @@
+"""Detect and undo a learner's patches to torch.
+
+Runs in the learner's process. Verdicts are computed in the checking process,
+which the learner's code never touches, so a patch cannot make a wrong answer
+pass; but a patch is never part of a correct solution either. Before the
+learner's file runs we record the namespaces; after each call we compare,
+restore anything changed and report the names that the learner's code
+replaced, and the stage fails.
+
+torch rebinds some of its own names lazily (``torch.set_default_dtype``
+replaces ``torch.Storage``, the first use of ``torch.func`` replaces
+``torch.manual_seed``): a replacement that is itself torch's own object is
+torch's doing, and is kept without blame.
+"""
+
+from __future__ import annotations
+
+import sys
+from types import ModuleType
+
+_MISSING = object()
+
+# Modules whose attributes the checker (or torch's own checkers) look up at call time.
+GUARDED_MODULES = (
+    "builtins",
+    "math",
+    "json",
+    "os",
+    "numpy",
+    "torch",
+    "torch.nn.functional",
+    "torch.autograd",
+    "torch.autograd.function",
+    "torch.autograd.gradcheck",
+    "torch.autograd.grad_mode",
+    "torch.testing",
+    "torch.functional",
+    "torch._tensor",
+)
+
+
+class NamespaceGuard:
+    """A snapshot of module and class namespaces that can be verified and restored."""
+
+    def __init__(self, modules: list[ModuleType], classes: list[type]) -> None:
+        self._modules = {m.__name__: (m, dict(vars(m))) for m in modules}
+        self._classes = {_qualname(c): (c, dict(vars(c))) for c in classes}
+
+    @classmethod
+    def for_torch(cls, classes: list[type]) -> NamespaceGuard:
+        modules = [sys.modules[n] for n in GUARDED_MODULES if n in sys.modules]
+        return cls(modules, classes)
+
+    def restore(self) -> list[str]:
+        """Undo every patch; return the names the learner's code replaced."""
+        patched: list[str] = []
+        for name, (module, saved) in self._modules.items():
+            current = vars(module)
+            for key, value in saved.items():
+                now = current.get(key, _MISSING)
+                if now is value:
+                    continue
+                if now is not _MISSING and _torchs_own(now):
+                    saved[key] = now  # torch rebinding its own name: keep it
+                    continue
+                patched.append(f"{name}.{key}{_where(now)}")
+                setattr(module, key, value)
+        for name, (klass, saved) in self._classes.items():
+            current = dict(vars(klass))
+            for key, value in saved.items():
+                now = current.get(key, _MISSING)
+                if now is value:
+                    continue
+                if now is not _MISSING and _torchs_own(now):
+                    saved[key] = now
+                    continue
+                patched.append(f"{name}.{key}{_where(now)}")
+                setattr(klass, key, value)
+            # On a class an added attribute can shadow an inherited method.
+            for key in current.keys() - saved.keys():
+                if _torchs_own(current[key]):
+                    saved[key] = current[key]
+                    continue
+                patched.append(f"{name}.{key}{_where(current[key])}")
+                delattr(klass, key)
+        return sorted(patched)
+
+
+def _torchs_own(value: object) -> bool:
+    """True for an object defined by torch itself (a function, a class, or an instance of one)."""
+    module = getattr(value, "__module__", None)
+    if not isinstance(module, str):
+        module = getattr(type(value), "__module__", "") or ""
+    return module == "torch" or module.startswith("torch.")
+
+
+def _where(value: object) -> str:
+    """Where the replacement was written, when it is a function of the learner's."""
+    code = getattr(getattr(value, "__func__", value), "__code__", None)
+    filename = getattr(code, "co_filename", "")
+    if not filename or filename.startswith("<"):
+        return ""
+    return f" (by {filename.rsplit('/', 1)[-1]}, line {code.co_firstlineno})"  # type: ignore[union-attr]
+
+
+def _qualname(klass: type) -> str:
+    module = klass.__module__
+    if module == "torch._tensor":
+        module = "torch"
+    if module == "torch.autograd.function":
+        module = "torch.autograd"
+    return f"{module}.{klass.__qualname__}"

@@ -1,0 +1,390 @@
+"""The learner's process: imports the scratch file and answers forward/backward calls.
+
+A fork of the learner zygote (:mod:`trainer.checking.learner.zygote`), so it
+starts from a state that never held a spec, a plan or an expected value. The
+checker (another process) never runs the learner's code itself: it asks this
+process to call ``forward`` or ``backward`` and gets back plain values over a
+socket; every comparison and every verdict happens on the checker's side. A
+learner's code that patches torch, prints fake results or searches memory only
+changes its own answers.
+
+Before the learner's file runs, :func:`run` makes the process look like a plain
+``python -c`` program that imported the file (see :func:`look_plain`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import types
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from trainer.checking import transport, values
+from trainer.checking.learner.guard import NamespaceGuard
+from trainer.checking.learner.loading import (
+    Expected,
+    LearnerProblem,
+    explain_learner_error,
+    find_function_class,
+    import_source,
+)
+from trainer.checking.learner.zygote import LearnerTask
+
+
+class _Server:
+    def __init__(self, exercise: Expected, source: str, path: Path) -> None:
+        self.exercise = exercise
+        self.source = source
+        self.path = path
+        self.function_class: type[torch.autograd.Function] | None = None
+        self.handles: dict[int, tuple[object, Any]] = {}  # handle -> (outputs, ctx)
+        self.next_handle = 0
+        self.guard = NamespaceGuard.for_torch([torch.Tensor, torch.autograd.Function])
+
+    def handle(
+        self, request: dict[str, Any], blobs: list[bytes]
+    ) -> tuple[dict[str, Any], list[bytes]]:
+        try:
+            return self._handle(request, blobs)
+        except Exception as error:  # e.g. a returned value that cannot be sent back
+            message = f"what your code returned could not be read ({type(error).__name__}: {error})"
+            return {"error": {"message": message, "details": []}}, []
+
+    def _handle(
+        self, request: dict[str, Any], blobs: list[bytes]
+    ) -> tuple[dict[str, Any], list[bytes]]:
+        op = request.get("op")
+        reply_blobs: list[bytes] = []
+        if op == "load":
+            reply = self.load()
+        elif op == "forward":
+            reply = self.forward(request, blobs, reply_blobs)
+        elif op == "backward":
+            reply = self.backward(request, blobs, reply_blobs)
+        elif op == "double":
+            reply = self.double(request, blobs, reply_blobs)
+        elif op == "train":
+            reply = self.train(request, blobs, reply_blobs)
+        elif op == "reset":
+            self.handles.clear()
+            reply = {}
+        else:
+            reply = {"error": {"message": f"unknown request {op!r}", "details": []}}
+        patched = self.guard.restore()
+        if patched:
+            reply["patched"] = patched
+        return reply, reply_blobs
+
+    def load(self) -> dict[str, Any]:
+        try:
+            module = import_source(self.source, self.path)
+            self.function_class = find_function_class(module, self.exercise, self.path)
+        except LearnerProblem as problem:
+            return {"problem": {"message": problem.message, "details": problem.details}}
+        return {}
+
+    def forward(
+        self, request: dict[str, Any], blobs: list[bytes], reply_blobs: list[bytes]
+    ) -> dict[str, Any]:
+        function_class = self.function_class
+        if function_class is None:
+            return {"error": {"message": "the class was not loaded", "details": []}}
+        args = _arguments(request, blobs)
+        flags = request.get("requires_grad", [])
+        try:
+            result = function_class.apply(*args)  # type: ignore[no-untyped-call]
+        except BaseException as error:  # the learner's code may raise anything
+            message, details = explain_learner_error(error, self.path, "forward")
+            return {"error": {"message": message, "details": details}}
+        reply: dict[str, Any] = {"outputs": values.encode(result, reply_blobs)}
+        outputs = result if isinstance(result, tuple | list) else (result,)
+        tensors = [o for o in outputs if isinstance(o, torch.Tensor)]
+        ctx = next((t.grad_fn for t in tensors if t.grad_fn is not None), None)
+        if any(flags):
+            if ctx is None:
+                reply["no_graph"] = True
+            elif getattr(type(ctx), "_forward_cls", None) is not function_class:
+                reply["foreign_graph"] = True
+            elif request.get("keep", True):
+                self.next_handle += 1
+                self.handles[self.next_handle] = (result, ctx)
+                reply["handle"] = self.next_handle
+                reply["advice"] = _advice(ctx)
+        return reply
+
+    def double(
+        self, request: dict[str, Any], blobs: list[bytes], reply_blobs: list[bytes]
+    ) -> dict[str, Any]:
+        function_class = self.function_class
+        if function_class is None:
+            return {"error": {"message": "the class was not loaded", "details": []}}
+        args = _arguments(request, blobs)
+        upstream = list(values.decode(request["upstream"], blobs))  # type: ignore[call-overload]
+        vector = list(values.decode(request["vector"], blobs))  # type: ignore[call-overload]
+        try:
+            second = _double(function_class, args, upstream, vector)
+        except BaseException as error:  # the learner's code may raise anything
+            message, details = explain_learner_error(error, self.path, "double backward")
+            return {"error": {"message": message, "details": details}}
+        return {"second": values.encode(second, reply_blobs)}
+
+    def train(
+        self, request: dict[str, Any], blobs: list[bytes], reply_blobs: list[bytes]
+    ) -> dict[str, Any]:
+        """The Function used as a training loop uses it, through autograd's own engine.
+
+        ``sets`` are calls (arguments, flags, upstream gradients); ``scenario`` says
+        how they are combined. The reply holds the gradients of the inputs that
+        require grad: one list per call (``repeat``, ``one_graph``), per backward
+        pass (``retain_graph``), the accumulated ``.grad`` (``accumulate``), or per
+        output used alone (``some_outputs``).
+        """
+        function_class = self.function_class
+        if function_class is None:
+            return {"error": {"message": "the class was not loaded", "details": []}}
+        sets = [
+            (
+                _arguments(item, blobs),
+                list(values.decode(item["upstream"], blobs)),  # type: ignore[call-overload]
+            )
+            for item in request.get("sets", [])
+        ]
+        scenario = str(request.get("scenario"))
+        order = [int(i) for i in request.get("order", range(len(sets)))]
+        try:
+            result = _train(function_class, scenario, sets, order)
+        except BaseException as error:  # the learner's code may raise anything
+            message, details = explain_learner_error(error, self.path, "backward")
+            return {"error": {"message": message, "details": details}}
+        return {"grads": values.encode(result, reply_blobs)}
+
+    def backward(
+        self, request: dict[str, Any], blobs: list[bytes], reply_blobs: list[bytes]
+    ) -> dict[str, Any]:
+        function_class = self.function_class
+        stored = self.handles.get(int(request.get("handle", -1)))
+        if function_class is None or stored is None:
+            return {"error": {"message": "no forward call to take the backward of", "details": []}}
+        _, ctx = stored
+        grads = list(values.decode(request["grads"], blobs))  # type: ignore[call-overload]
+        device = str(request.get("device", "cpu"))
+        if device != "cpu":
+            grads = [g.to(device) if isinstance(g, torch.Tensor) else g for g in grads]
+        before = [g.clone() if isinstance(g, torch.Tensor) else None for g in grads]
+        try:
+            # As autograd's engine calls it: through the node's own `apply` (which
+            # also takes `vjp`, backward's alias), with grad mode off.
+            with torch.no_grad():
+                result = ctx.apply(*grads)
+        except BaseException as error:  # the learner's code may raise anything
+            message, details = explain_learner_error(error, self.path, "backward")
+            return {"error": {"message": message, "details": details}}
+        modified = [
+            i
+            for i, (g, b) in enumerate(zip(grads, before, strict=True))
+            if isinstance(g, torch.Tensor) and b is not None and not torch.equal(g, b)
+        ]
+        return {"result": values.encode(result, reply_blobs), "modified": modified}
+
+
+def _arguments(request: dict[str, Any], blobs: list[bytes]) -> list[Any]:
+    """forward's arguments: on the requested device, leaves requiring grad as flagged."""
+    args: list[Any] = list(values.decode(request["args"], blobs))  # type: ignore[call-overload]
+    device = str(request.get("device", "cpu"))
+    flags = request.get("requires_grad", [])
+    for index, value in enumerate(args):
+        if isinstance(value, torch.Tensor):
+            if device != "cpu":
+                value = value.to(device)
+            if index < len(flags) and flags[index]:
+                # A leaf that requires grad, keeping the layout it came with.
+                value = value.detach().requires_grad_(True)
+            args[index] = value
+    return args
+
+
+def _fresh(args: list[Any]) -> tuple[list[Any], list[torch.Tensor]]:
+    """Copies of the arguments for one call, and the leaves among them that require grad."""
+    fresh = [
+        a.detach().clone().requires_grad_(a.requires_grad) if isinstance(a, torch.Tensor) else a
+        for a in args
+    ]
+    return fresh, [a for a in fresh if isinstance(a, torch.Tensor) and a.requires_grad]
+
+
+def _outputs(function_class: type[torch.autograd.Function], args: list[Any]) -> list[Any]:
+    result = function_class.apply(*args)  # type: ignore[no-untyped-call]
+    return list(result) if isinstance(result, tuple | list) else [result]
+
+
+def _loss(outputs: list[Any], upstream: list[Any]) -> torch.Tensor:
+    """What a training loop backpropagates from: each output weighted by its upstream."""
+    terms = [
+        (o * u).sum() for o, u in zip(outputs, upstream, strict=False) if isinstance(u, torch.Tensor)
+    ]
+    return torch.stack(terms).sum()
+
+
+def _train(
+    function_class: type[torch.autograd.Function],
+    scenario: str,
+    sets: list[tuple[list[Any], list[Any]]],
+    order: list[int],
+) -> list[list[torch.Tensor | None]]:
+    def grads(loss: torch.Tensor, leaves: list[torch.Tensor], retain: bool = False) -> list[Any]:
+        return list(torch.autograd.grad(loss, leaves, allow_unused=True, retain_graph=retain))
+
+    if scenario == "repeat":
+        results = []
+        for index in order:
+            args, upstream = sets[index]
+            fresh, leaves = _fresh(args)
+            results.append(grads(_loss(_outputs(function_class, fresh), upstream), leaves))
+        return results
+    if scenario == "one_graph":
+        calls = [(_fresh(args), upstream) for args, upstream in sets]
+        outputs = [_outputs(function_class, fresh) for (fresh, _), _ in calls]
+        loss = torch.stack([_loss(o, u) for o, (_, u) in zip(outputs, calls, strict=True)]).sum()
+        leaves = [leaf for (_, call_leaves), _ in calls for leaf in call_leaves]
+        flat = grads(loss, leaves)
+        results, start = [], 0
+        for (_, call_leaves), _ in calls:
+            results.append(flat[start : start + len(call_leaves)])
+            start += len(call_leaves)
+        return results
+    if scenario == "retain_graph":
+        (args, _), *_ = sets
+        fresh, leaves = _fresh(args)
+        outputs = _outputs(function_class, fresh)
+        first = grads(_loss(outputs, sets[0][1]), leaves, retain=True)
+        return [first, grads(_loss(outputs, sets[1][1]), leaves)]
+    if scenario == "accumulate":
+        (args, _), *_ = sets
+        fresh, leaves = _fresh(args)
+        for _, upstream in sets:
+            _loss(_outputs(function_class, fresh), upstream).backward()
+        return [[leaf.grad for leaf in leaves]]
+    if scenario == "some_outputs":
+        results = []
+        for args, upstream in sets:
+            fresh, leaves = _fresh(args)
+            outputs = _outputs(function_class, fresh)
+            used = [o for o, u in zip(outputs, upstream, strict=False) if u is not None]
+            weights = [u for u in upstream if u is not None]
+            results.append(grads(_loss(used, weights), leaves))
+        return results
+    raise ValueError(f"unknown scenario {scenario!r}")
+
+
+def _double(
+    function_class: type[torch.autograd.Function],
+    args: list[Any],
+    upstream: list[torch.Tensor],
+    vector: list[torch.Tensor],
+) -> list[torch.Tensor | None]:
+    """d<grads, vector>/d inputs, through the learner's backward (second order)."""
+    result = function_class.apply(*args)  # type: ignore[no-untyped-call]
+    outputs = result if isinstance(result, tuple | list) else (result,)
+    inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    grads = torch.autograd.grad(outputs, inputs, upstream, create_graph=True, allow_unused=True)
+    pairs = [
+        (g, v) for g, v in zip(grads, vector, strict=True) if g is not None and g.requires_grad
+    ]
+    if not pairs:
+        return [None for _ in inputs]
+    total = torch.stack([(g * v).sum() for g, v in pairs]).sum()
+    return list(torch.autograd.grad(total, inputs, allow_unused=True))
+
+
+def _advice(ctx: Any) -> dict[str, Any]:
+    """What forward kept for backward: for notes that never fail a check."""
+    try:
+        saved = list(ctx.saved_tensors)
+    except RuntimeError:
+        saved = []
+    attributes = sorted(k for k, v in vars(ctx).items() if isinstance(v, torch.Tensor))
+    return {
+        "saved_count": len(saved),
+        "saved_bytes": sum(t.numel() * t.element_size() for t in saved if t is not None),
+        "tensor_attributes": attributes,
+    }
+
+
+def _renamed(code: types.CodeType, filename: str) -> types.CodeType:
+    consts = tuple(
+        _renamed(c, filename) if isinstance(c, types.CodeType) else c for c in code.co_consts
+    )
+    return code.replace(co_filename=filename, co_consts=consts)
+
+
+def look_plain() -> None:
+    """Make the process look like ``python -c`` that imported the learner's file.
+
+    The trainer's modules leave ``sys.modules`` and ``sys.path``; the ones still
+    running here (this one, the zygote, the transport) are renamed ``__main__``
+    with code from ``<string>``, so neither a module search nor the call stack
+    names the checker. The environment is the CLI's own, and the command line
+    is the server's ``python -c``. Objects of ours remain reachable through
+    ``gc``; none holds anything about the expected results.
+    """
+    names = [n for n in sys.modules if n == "trainer" or n.startswith("trainer.")]
+    modules = [sys.modules.pop(n) for n in names]
+    for module in modules:
+        module_name = module.__name__
+        for value in list(vars(module).values()):
+            members = vars(value).values() if isinstance(value, type) else [value]
+            for member in members:
+                function = getattr(member, "__func__", member)
+                if isinstance(function, types.FunctionType) and function.__module__ == module_name:
+                    function.__code__ = _renamed(function.__code__, "<string>")
+                    function.__module__ = "__main__"
+                    function.__doc__ = None
+            if isinstance(value, type) and value.__module__ == module_name:
+                value.__module__ = "__main__"
+        for attribute in ("__file__", "__cached__", "__path__"):
+            vars(module).pop(attribute, None)
+        module.__name__ = "__main__"
+        module.__doc__ = None
+        module.__spec__ = None
+        module.__loader__ = None
+        module.__package__ = ""
+    del sys.path[0]  # the package root the server's bootstrap put first
+    sys.argv = ["-c"]
+
+
+def run(task: LearnerTask) -> None:
+    """Answer the checker's calls until it closes the socket; never returns.
+
+    Called from the server's bootstrap, once :func:`look_plain` has run: no
+    frame of the trainer's own files lies below the learner's code."""
+    learner = task.learner
+    path = Path(str(learner.get("file", "solution.py")))
+    expected = Expected(
+        class_name=str(learner.get("class_name", "")),
+        param_names=tuple(str(n) for n in learner.get("param_names", [])),
+        outputs=int(learner.get("outputs", 1)),
+    )
+    source = str(learner.get("source", ""))
+    os.chdir(str(learner.get("cwd") or path.parent))
+    server = _Server(expected, source, path)
+    code = 0
+    try:
+        while True:
+            try:
+                request, blobs = transport.receive(task.fd)
+            except transport.PeerGone:
+                break
+            reply, reply_blobs = server.handle(request, blobs)
+            transport.send(task.fd, reply, reply_blobs)
+    except BaseException:  # nothing may escape: end quietly, the checker sees it
+        code = 3
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException:  # the learner may have replaced or closed them
+            pass
+        os._exit(code)

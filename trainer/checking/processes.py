@@ -1,0 +1,112 @@
+"""Process housekeeping for the checking server and the learner zygote (no torch).
+
+Two Linux mechanisms, through ``prctl``, with no effect elsewhere:
+
+* a *child subreaper* adopts every orphan among its descendants, so a process
+  the learner's code started in a new session and left behind becomes our
+  child instead of init's, and :func:`end_strays` can end it;
+* a process that is not *dumpable* cannot be traced, and its ``/proc`` files
+  (memory, descriptors, environment) cannot be opened by processes of the same
+  user: the checker's expectations stay out of the learner's reach.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import os
+import signal
+import sys
+import time
+from collections.abc import Collection
+from pathlib import Path
+
+_PR_SET_DUMPABLE = 4
+_PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option: int, value: int) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        return int(libc.prctl(option, value, 0, 0, 0)) == 0
+    except OSError:
+        return False
+
+
+def become_subreaper() -> bool:
+    return _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def set_dumpable(dumpable: bool) -> bool:
+    return _prctl(_PR_SET_DUMPABLE, 1 if dumpable else 0)
+
+
+def children_of(parent: int) -> list[int]:
+    """The pids whose parent is ``parent`` (Linux ``/proc``; empty elsewhere)."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+        fields = stat.rsplit(")", 1)[-1].split()
+        if len(fields) > 1 and fields[1] == str(parent):
+            found.append(int(entry.name))
+    return found
+
+
+def end_strays(keep: Collection[int] = (), rounds: int = 50) -> None:
+    """Kill and reap every child of this process but ``keep``, until none is left.
+
+    Killing one may orphan its own children onto us (we are a subreaper), so
+    this repeats until a scan finds nobody new.
+    """
+    me = os.getpid()
+    for _ in range(rounds):
+        strays = [pid for pid in children_of(me) if pid not in keep]
+        if not strays:
+            return
+        for pid in strays:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in strays:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)
+        time.sleep(0.001)
+
+
+def kill_group(pid: int) -> None:
+    """SIGKILL the process group led by ``pid`` (and ``pid`` itself)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def exit_words(status: int) -> str:
+    """How a process ended, from its ``waitpid`` status."""
+    if os.WIFSIGNALED(status):
+        return signal_words(os.WTERMSIG(status))
+    return f"exited with code {os.WEXITSTATUS(status)}"
+
+
+def signal_words(number: int) -> str:
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        name = f"signal {number}"
+    return f"was killed by {name}"
+
+
+def code_words(code: int) -> str:
+    """How a process ended, from an exit code where signals are negative."""
+    return signal_words(-code) if code < 0 else f"exited with code {code}"
+
+
+def exit_code(status: int) -> int:
+    """A ``waitpid`` status as one number: the exit code, or minus the signal."""
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)

@@ -1,0 +1,183 @@
+"""The checking server: torch imported once, a clean learner zygote, one checker per job.
+
+Started by :class:`trainer.checking.runner.CheckingService`. The order of the
+first steps is the point of this module:
+
+1. import torch and the learner-side modules, nothing else of the trainer;
+2. fork the learner zygote (:mod:`trainer.checking.learner.zygote`): every
+   learner process will be a fork of it, so none ever holds a spec, a plan, a
+   reference or an expected value: they did not exist when it was forked;
+3. only then become the trusted server: import the checker, make this process
+   unreadable to others (not dumpable), adopt orphans (subreaper), and serve.
+
+For each job the CLI sends one control frame with three descriptors (the job
+pipe, the result pipe, the output pipe). The server reads the job, builds or
+reuses the exercise's plan, and forks a checker for it in a session of its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import selectors
+import socket
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from trainer.checking import processes, transport
+
+# Plans by (spec, seed): computing one is trusted work, the same for every
+# check of an exercise, and forks inherit a cached plan.
+_PLANS: dict[tuple[str, int], Any] = {}
+
+
+def bootstrap(root: str, control_fd: int) -> str:
+    """The code the server's interpreter runs (read from stdin, so that the command
+    line is a plain ``python -c`` and names no module of ours)."""
+    # The module name is spelled out at run time so that the code object at the
+    # bottom of every learner process's stack does not carry it as a constant.
+    hexed = __name__.encode().hex()
+    return (
+        "import sys, importlib\n"
+        f"sys.path.insert(0, {root!r})\n"
+        f"importlib.import_module(bytes.fromhex({hexed!r}).decode()).main({control_fd})()\n"
+    )
+
+
+def main(control_fd: int) -> Callable[[], None]:
+    """Serve jobs until the CLI goes away. Returns only in a learner process, with
+    what that process must run, so that none of the server's frames stay below it."""
+    stdin = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(stdin, 0)
+    os.close(stdin)
+    control = socket.socket(fileno=control_fd)
+
+    import torch
+
+    from trainer.checking.learner import serve, zygote
+
+    torch.set_num_threads(1)  # tiny tensors: threads cost more than they save
+    to_zygote, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    zygote_pid = os.fork()
+    if zygote_pid == 0:
+        control.close()
+        to_zygote.close()
+        task = zygote.serve(zygote_end)  # returns only in a forked learner process
+        serve.look_plain()
+        return functools.partial(serve.run, task)
+    zygote_end.close()
+    _serve(control, to_zygote, zygote_pid)
+    os._exit(0)
+
+
+def _serve(control: socket.socket, to_zygote: socket.socket, zygote_pid: int) -> None:
+    processes.set_dumpable(False)
+    processes.become_subreaper()
+    from trainer.checking.trusted import checker
+
+    checker.warm_up()
+    transport.send_with_fds(control, {"ready": True})
+    checkers: set[int] = set()
+    selector = selectors.DefaultSelector()
+    selector.register(control, selectors.EVENT_READ)
+    try:
+        while True:
+            if selector.select(timeout=0.05):
+                try:
+                    header, fds = transport.receive_with_fds(control, 3)
+                except (transport.WireError, OSError):
+                    return  # the CLI went away, or sent nonsense
+                if header.get("op") == "check" and len(fds) == 3:
+                    pid = _start_checker(control, to_zygote, fds)
+                    checkers.add(pid)
+                    transport.send_with_fds(control, {"pid": pid})
+                else:
+                    for fd in fds:
+                        os.close(fd)
+                    transport.send_with_fds(control, {"pid": 0})
+            if not _reap(control, checkers, zygote_pid):
+                return
+    finally:
+        for pid in checkers:
+            processes.kill_group(pid)
+        to_zygote.close()  # the zygote ends every learner process, then itself
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(zygote_pid, 0)
+        processes.end_strays()
+
+
+def _reap(control: socket.socket, checkers: set[int], zygote_pid: int) -> bool:
+    """Report ended checkers; False once the zygote is gone (nothing more can be checked)."""
+    ended = False
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return False
+        if pid == 0:
+            break
+        if pid == zygote_pid:
+            return False
+        if pid in checkers:
+            checkers.discard(pid)
+            ended = True
+            with contextlib.suppress(OSError):
+                transport.send_with_fds(control, {"exit": pid, "code": processes.exit_code(status)})
+    if ended:
+        # Orphans adopted while that check ran (a learner process whose zygote was
+        # killed, say) end with it.
+        processes.end_strays(keep={*checkers, zygote_pid})
+    return True
+
+
+def _plan_key(job: dict[str, Any]) -> tuple[str, int]:
+    spec = json.dumps(job.get("exercise"), sort_keys=True)
+    return hashlib.sha256(spec.encode()).hexdigest(), int(job.get("seed", 0))
+
+
+def _plan(job: dict[str, Any]) -> Any:
+    from trainer.checking.trusted.checker import build_job_plan
+
+    key = _plan_key(job)
+    if key not in _PLANS:
+        try:
+            _PLANS[key] = build_job_plan(job)
+        except Exception:  # the checker builds it again and reports the problem
+            return None
+    return _PLANS[key]
+
+
+def _start_checker(control: socket.socket, to_zygote: socket.socket, fds: list[int]) -> int:
+    job_fd, result_fd, output_fd = fds
+    try:
+        job, _ = transport.receive(job_fd)
+    except transport.WireError:
+        job = {}
+    os.close(job_fd)
+    plan = _plan(job) if job else None
+    pid = os.fork()
+    if pid == 0:  # the checker of this one job
+        try:
+            os.setsid()  # its own group: a timeout ends it
+            control.close()
+            os.dup2(output_fd, 1)
+            os.dup2(output_fd, 2)
+            os.close(output_fd)
+            from trainer.checking.trusted import checker
+
+            checker.run(job, result_fd=result_fd, zygote=to_zygote, plan=plan)
+        except BaseException:  # a bug of ours: show it in the output, the check fails
+            traceback.print_exc()
+        finally:
+            with contextlib.suppress(BaseException):
+                sys.stdout.flush()
+                sys.stderr.flush()
+            os._exit(0)
+    os.close(result_fd)
+    os.close(output_fd)
+    return pid

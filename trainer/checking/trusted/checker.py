@@ -1,0 +1,118 @@
+"""One check, in a process of its own: plan, learner process, stages, results.
+
+Forked by the server (:mod:`trainer.checking.server`) for each job. It holds the
+plan (inputs, references, expected gradients), asks the learner zygote for a
+fresh learner process, runs the stages on that process's answers, and reports
+on the result pipe. The learner's process never holds the result pipe nor the
+token that stamps each result frame.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from trainer.checking import transport
+from trainer.checking.report import StageResult, Verdict
+from trainer.spec import Exercise, exercise_from_mapping
+
+
+class Channel:
+    """Result frames to the CLI, each stamped with the job's token."""
+
+    def __init__(self, fd: int, token: str) -> None:
+        self._fd = fd
+        self._token = token
+
+    def send(self, **message: Any) -> None:
+        transport.send(self._fd, {**message, "token": self._token})
+
+
+def warm_up() -> None:
+    """Import what every check needs, once, in the server (forks inherit it)."""
+    import trainer.checking.trusted.contract
+    import trainer.checking.trusted.gradcheck
+    import trainer.checking.trusted.robustness
+    import trainer.checking.trusted.stages  # noqa: F401
+
+
+def job_exercise(job: dict[str, Any]) -> Exercise:
+    """The spec the CLI validated, as it sent it: never read again from disk."""
+    source = Path(str(job["spec_path"])) if job.get("spec_path") else None
+    return exercise_from_mapping(job["exercise"], str(job.get("spec_name", "spec")), source)
+
+
+def build_job_plan(job: dict[str, Any]) -> Any:
+    from trainer.checking.trusted.plan import build_plan
+
+    return build_plan(job_exercise(job), int(job.get("seed", 0)))
+
+
+def run(job: dict[str, Any], result_fd: int, zygote: socket.socket, plan: Any = None) -> None:
+    """Check one file; the caller exits the process afterwards."""
+    from trainer.checking.trusted.plan import reference_saved_bytes
+    from trainer.checking.trusted.proxy import Sandbox, proxy_function
+    from trainer.checking.trusted.stages import Checked, StageOutcome, run_stages, stage_ids
+
+    channel = Channel(result_fd, str(job.get("token", "")))
+    try:
+        exercise = job_exercise(job)
+        if plan is None:
+            plan = build_job_plan(job)
+    except Exception as error:  # a broken reference is the spec's fault, not the learner's
+        channel.send(
+            type="error",
+            message=f"{job.get('spec_name')}: preparing the check failed (reference, cases or "
+            f"stability probes): {error}",
+        )
+        return
+
+    path = Path(str(job["file"]))
+    sandbox = Sandbox.start(
+        zygote,
+        exercise,
+        source=str(job["source"]),
+        path=path,
+        memory_limit_mb=job.get("memory_limit_mb"),
+    )
+    if sandbox.pid:
+        channel.send(type="learner", pid=sandbox.pid)
+    double_backward = bool(job.get("double_backward"))
+    channel.send(type="ready", stages=stage_ids(exercise, double_backward))
+
+    def report(stage: str, body: Callable[[], StageOutcome]) -> StageOutcome:
+        channel.send(type="stage-start", stage=stage)
+        started = time.monotonic()
+        try:
+            outcome = body()
+        except Exception:  # a bug of ours: say so, never blame the learner
+            channel.send(type="error", message="the checker failed:\n" + traceback.format_exc())
+            sandbox.stop()
+            raise SystemExit(0) from None
+        result = StageResult(
+            id=stage,
+            verdict=Verdict(outcome.verdict),
+            message=outcome.message,
+            details=outcome.details,
+            seconds=round(time.monotonic() - started, 4),
+            diagnosis=outcome.diagnosis,
+        )
+        channel.send(type="stage-end", result=result.to_dict(), notes=outcome.notes)
+        return outcome
+
+    checked = Checked(
+        function_class=proxy_function(sandbox, exercise),
+        plan=plan,
+        exercise=exercise,
+        path=path,
+        sandbox=sandbox,
+        reference_saved=reference_saved_bytes(exercise, plan, job.get("solution")),
+        double_backward=double_backward,
+    )
+    run_stages(checked, report)
+    sandbox.stop()
+    channel.send(type="done")

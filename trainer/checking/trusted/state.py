@@ -1,0 +1,245 @@
+"""The "calls as in training" stage: a Function is a pure function of ctx and its inputs.
+
+Every other stage runs one forward, then its backward, on fresh state. A
+training loop does more: hundreds of calls with fresh values of the same
+shape, two calls in one graph whose backwards run in reverse order, a second
+backward over a retained graph, gradients accumulated over two steps, and
+losses that use only some outputs. The learner's process does each of these
+with its own autograd engine; every gradient that comes back is compared here
+with the reference for that very call. A backward that keeps the saved output
+on the class, caches a derivative by shape, reuses a module-level buffer or
+changes after N calls fails, and the message names the call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from trainer.checking import values
+from trainer.checking.trusted.compare import compare_tensor
+from trainer.checking.trusted.plan import Run, evaluate_reference
+from trainer.checking.trusted.proxy import LearnerFault
+from trainer.checking.trusted.stages import Checked, Failure, StageOutcome, summarise
+
+REPEATED_CALLS = 1000
+
+
+def _call_set(run: Run, upstream: Sequence[torch.Tensor | None], blobs: list[bytes]) -> dict[str, Any]:
+    names = run.grad_names()
+    return {
+        "args": values.encode(list(run.args), blobs),
+        "requires_grad": [p.name in names for p in run.params],
+        "upstream": values.encode(list(upstream), blobs),
+    }
+
+
+def _train(
+    checked: Checked,
+    scenario: str,
+    calls: Sequence[tuple[Run, Sequence[torch.Tensor | None]]],
+    order: Sequence[int] | None = None,
+) -> list[list[torch.Tensor | None]]:
+    blobs: list[bytes] = []
+    request: dict[str, Any] = {
+        "op": "train",
+        "scenario": scenario,
+        "sets": [_call_set(run, upstream, blobs) for run, upstream in calls],
+    }
+    if order is not None:
+        request["order"] = list(order)
+    reply, reply_blobs = checked.sandbox.call(request, blobs)
+    error = reply.get("error")
+    if isinstance(error, dict):
+        details = error.get("details", [])
+        raise LearnerFault(
+            str(error.get("message")), [str(d) for d in details] if isinstance(details, list) else []
+        )
+    grads = values.decode(reply.get("grads"), reply_blobs)
+    if not isinstance(grads, list) or not all(isinstance(g, list | tuple) for g in grads):
+        raise LearnerFault("the gradients of these calls could not be read")
+    return [list(g) for g in grads]
+
+
+def _mismatch(
+    run: Run, got: Sequence[object], expected: dict[str, torch.Tensor]
+) -> tuple[str, str] | None:
+    """The first input whose gradient is wrong: (summary, detail)."""
+    for name, value in zip(run.grad_names(), got, strict=False):
+        if value is None:
+            return f"backward returned None for `{name}`, which requires grad", ""
+        mismatch = compare_tensor(f"grad for `{name}`", expected[name], value, run.tolerance)
+        if mismatch:
+            return mismatch.summary, mismatch.detail
+    return None
+
+
+def _repeated(checked: Checked) -> Failure | None:
+    runs = checked.plan.state_runs
+    if not runs:
+        return None
+    generator = torch.Generator().manual_seed(1)
+    order = torch.randint(0, len(runs), (REPEATED_CALLS,), generator=generator).tolist()
+    order[: len(runs)] = range(len(runs))  # every value set once first
+    grads = _train(checked, "repeat", [(r, r.upstream) for r in runs], order)
+    first_right: dict[int, int] = {}
+    for call, (index, got) in enumerate(zip(order, grads, strict=True), start=1):
+        run = runs[index]
+        wrong = _mismatch(run, got, run.expected_grads)
+        if wrong is None:
+            first_right.setdefault(index, call)
+            continue
+        summary, detail = wrong
+        earlier = first_right.get(index)
+        if earlier is not None:
+            text = (
+                f"backward gave a different gradient on call {call} than on call {earlier} "
+                f"for the same inputs ({summary}): it depends on something outside ctx and "
+                "its inputs (state kept between calls?)"
+            )
+        else:
+            text = (
+                f"on call {call} of {REPEATED_CALLS} (same shape, fresh values), {summary}: "
+                "does backward use something other than ctx and grad_output, such as a "
+                "value cached from an earlier call?"
+            )
+        return Failure(run, text, [detail] if detail else [], _state_mistake(text))
+    return None
+
+
+def _one_graph(checked: Checked) -> Failure | None:
+    """Two calls in one graph, with different values and arguments; backward runs in reverse."""
+    runs = [r for r in checked.plan.runs if r.dtype == torch.float64]
+    if len(runs) < 2:
+        runs = list(checked.plan.state_runs[:2])
+    if len(runs) < 2:
+        return None
+    first, second = runs[0], runs[1]
+    grads = _train(checked, "one_graph", [(first, first.upstream), (second, second.upstream)])
+    for number, (run, got) in enumerate(zip((first, second), grads, strict=True), start=1):
+        wrong = _mismatch(run, got, run.expected_grads)
+        if wrong is not None:
+            summary, detail = wrong
+            text = (
+                f"with two calls in one graph (call 1: {first.case.describe()}; call 2: "
+                f"{second.case.describe()}; backward runs for call 2 first), {summary} for "
+                f"call {number}: keep what backward needs on ctx, not on the class or in a global"
+            )
+            return Failure(run, text, [detail] if detail else [], _state_mistake(text))
+    return None
+
+
+def _retained(checked: Checked, run: Run) -> Failure | None:
+    grads = _train(checked, "retain_graph", [(run, run.upstream), (run, run.upstream_other)])
+    for number, (got, expected) in enumerate(
+        zip(grads, (run.expected_grads, run.expected_grads_other), strict=True), start=1
+    ):
+        wrong = _mismatch(run, got, expected)
+        if wrong is not None:
+            summary, detail = wrong
+            text = (
+                f"in backward pass {number} over one graph (retain_graph=True), {summary}: "
+                "backward must not change what forward saved"
+            )
+            return Failure(run, text, [detail] if detail else [], _state_mistake(text))
+    return None
+
+
+def _accumulated(checked: Checked, run: Run) -> Failure | None:
+    (got,) = _train(checked, "accumulate", [(run, run.upstream), (run, run.upstream_other)])
+    expected = {
+        name: run.expected_grads[name] + run.expected_grads_other[name]
+        for name in run.grad_names()
+    }
+    wrong = _mismatch(run, got, expected)
+    if wrong is None:
+        return None
+    summary, detail = wrong
+    text = (
+        f"after two training steps on the same leaves (gradients accumulate in .grad), {summary}"
+    )
+    return Failure(run, text, [detail] if detail else [], _state_mistake(text))
+
+
+def _some_outputs(checked: Checked, run: Run) -> Failure | None:
+    """Losses that use one output only: autograd hands zeros (or None) for the others."""
+    count = checked.exercise.outputs
+    if count < 2:
+        return None
+    calls = []
+    for used in range(count):
+        upstream: list[torch.Tensor | None] = [None] * count
+        upstream[used] = run.upstream[used]
+        calls.append((run, upstream))
+    grads = _train(checked, "some_outputs", calls)
+    for used, got in enumerate(grads):
+        weights = tuple(
+            u if index == used else torch.zeros_like(u) for index, u in enumerate(run.upstream)
+        )
+        expected = _reference_grads(checked, run, weights)
+        wrong = _mismatch(run, got, expected)
+        if wrong is not None:
+            summary, detail = wrong
+            name = f"grad_out{used + 1}"
+            text = (
+                f"with a loss that uses output {used + 1} only, {summary}: the other upstream "
+                f"gradients are zeros (or None after ctx.set_materialize_grads(False)); "
+                f"backward must still use {name}"
+            )
+            return Failure(run, text, [detail] if detail else [], _state_mistake(text))
+    return None
+
+
+def _reference_grads(
+    checked: Checked, run: Run, upstream: tuple[torch.Tensor, ...]
+) -> dict[str, torch.Tensor]:
+    names = run.grad_names()
+    live = [
+        a.detach().clone().requires_grad_(p.name in names) if isinstance(a, torch.Tensor) else a
+        for a, p in zip(run.args, run.params, strict=True)
+    ]
+    outputs = evaluate_reference(checked.exercise, live)
+    leaves = [a for a, p in zip(live, run.params, strict=True) if p.name in names]
+    grads = torch.autograd.grad(outputs, leaves, upstream, allow_unused=True)  # type: ignore[arg-type]
+    return {
+        name: (g if g is not None else torch.zeros_like(leaf)).detach()  # type: ignore[arg-type]
+        for name, g, leaf in zip(names, grads, leaves, strict=True)
+    }
+
+
+def _state_mistake(text: str) -> dict[str, Any]:
+    return {"mistake": "state_outside_ctx", "input": "", "text": text, "view": []}
+
+
+def state_stage(checked: Checked) -> StageOutcome:
+    run = next((r for r in checked.plan.runs if r.dtype == torch.float64), checked.plan.runs[0])
+    failures: list[Failure] = []
+    for step in (_repeated, _one_graph):
+        try:
+            failure = step(checked)
+        except LearnerFault as fault:
+            failure = Failure(run, fault.message, fault.details)
+        if failure is not None:
+            failures.append(failure)
+            break
+    if not failures:
+        for check in (_retained, _accumulated, _some_outputs):
+            try:
+                failure = check(checked, run)
+            except LearnerFault as fault:
+                failure = Failure(run, fault.message, fault.details)
+            if failure is not None:
+                failures.append(failure)
+                break
+    outcome = summarise(
+        failures,
+        1,
+        f"{REPEATED_CALLS} calls in a row with fresh values, two calls in one graph, "
+        "a retained graph and accumulated gradients all give the reference gradients"
+        + (", and so do losses that use some outputs only" if checked.exercise.outputs > 1 else ""),
+    )
+    if failures and failures[0].run is not None:
+        outcome.message = failures[0].message  # the call is named in the message itself
+    return outcome
