@@ -49,10 +49,11 @@ def test_a_missing_field_names_the_file_and_the_field(tmp_path):
 
 def test_a_quiz_answer_out_of_range_names_the_question(tmp_path):
     data = _sigmoid_data()
-    data["quiz"][1]["answer"] = 4
+    count = len(data["quiz"][1]["choices"])
+    data["quiz"][1]["answer"] = count + 1
     message = _load_broken(tmp_path, data)
     assert message.startswith(
-        "exercises/sigmoid.yaml: quiz[1].answer: 4 is out of range (3 choices"
+        f"exercises/sigmoid.yaml: quiz[1].answer: {count + 1} is out of range ({count} choices"
     )
 
 
@@ -139,6 +140,7 @@ def test_a_spec_that_is_not_utf8_is_refused(tmp_path):
 def test_the_cli_prints_a_broken_spec_as_one_line_without_a_traceback(tmp_path, monkeypatch):
     data = _sigmoid_data()
     data["quiz"][0]["answer"] = 9
+    choices = len(data["quiz"][0]["choices"])
     (tmp_path / "exercises").mkdir()
     (tmp_path / "exercises" / "sigmoid.yaml").write_text(yaml.safe_dump(data))
     monkeypatch.setattr("trainer.catalog.catalog_root", lambda: tmp_path)
@@ -146,6 +148,7 @@ def test_the_cli_prints_a_broken_spec_as_one_line_without_a_traceback(tmp_path, 
     assert result.exit_code == 2
     assert "Traceback" not in result.stderr + result.stdout
     assert result.stderr.strip() == (
-        "error: exercises/sigmoid.yaml: quiz[0].answer: 9 is out of range (3 choices; answers count "
-        "from 1). Fix that field of the spec; docs/spec-format.md describes every field."
+        f"error: exercises/sigmoid.yaml: quiz[0].answer: 9 is out of range ({choices} choices; "
+        "answers count from 1). Fix that field of the spec; docs/spec-format.md describes every "
+        "field."
     )

@@ -10,5 +10,5 @@ class MySoftplus(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         (x,) = ctx.saved_tensors
-        # Wrong: sigmoid(-x) = 1 - sigmoid(x) is the slope of softplus(-x); softplus(x) has slope sigmoid(x).
+        # Wrong: sigmoid(-x) = 1 - sigmoid(x) is softplus's slope at -x, not at x (softplus(x) has slope sigmoid(x)).
         return grad_output * torch.sigmoid(-x)
