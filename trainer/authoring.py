@@ -9,9 +9,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+
 from trainer.catalog import solution_path, wrong_variant_path
 from trainer.checking.report import CheckReport
 from trainer.checking.runner import CheckingService, run_check
+from trainer.content_rules import OtherQuestion, content_warnings, questions_of, shared_questions
 from trainer.errors import SpecError, TrainerError
 from trainer.spec import Exercise, WrongVariant, load_exercise
 
@@ -46,6 +49,8 @@ class Validation:
     stub: str = ""  # empty when the stub fails as it should; else what went wrong
     solution: str = ""  # empty when the reference passes; else the first failure
     variants: list[VariantResult] = field(default_factory=list)
+    # Broken content rules (trainer.content_rules): shown, never a failure.
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -65,15 +70,63 @@ def _first_failure(report: CheckReport) -> tuple[str | None, str | None, str]:
     return failure.id, mistake if isinstance(mistake, str) else None, failure.message
 
 
+def shared_quiz_paths(roots: Sequence[Path]) -> list[Path]:
+    """The shared quizzes of catalogue roots: ``quizzes/*.yaml`` (e.g. the concepts quiz)."""
+    return [path for root in roots for path in sorted((root / "quizzes").glob("*.yaml"))]
+
+
+def _shared_questions(paths: Sequence[Path]) -> list[OtherQuestion]:
+    """The questions of shared quiz files; a file that cannot be read gives none."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    found: list[OtherQuestion] = []
+    for path in paths:
+        try:
+            data = yaml.load(path.read_text(encoding="utf-8-sig"), Loader=loader)
+        except (OSError, UnicodeDecodeError, yaml.YAMLError):
+            continue
+        found += shared_questions(data, f"{path.parent.name}/{path.name}")
+    return found
+
+
+def content_warnings_by_id(
+    exercises: Sequence[Exercise],
+    catalogue: Sequence[Path] = (),
+    shared_quizzes: Sequence[Path] = (),
+) -> dict[str, list[str]]:
+    """The content-rule warnings of each exercise, by id.
+
+    Questions are compared with those of ``exercises``, of the other specs in
+    ``catalogue`` (a spec that does not load is skipped: validating it says why)
+    and of the ``shared_quizzes`` files.
+    """
+    pool = list(exercises)
+    seen = {e.source.resolve() for e in exercises}
+    for path in catalogue:
+        if path.resolve() in seen:
+            continue
+        seen.add(path.resolve())
+        try:
+            pool.append(load_exercise(path))
+        except SpecError:
+            continue
+    others = questions_of(pool) + _shared_questions(shared_quizzes)
+    return {e.id: [str(w) for w in content_warnings(e, others)] for e in exercises}
+
+
 def validate(
     specs: Sequence[tuple[Path, str]],
     jobs: int | None = None,
     on_done: Callable[[], None] | None = None,
+    catalogue: Sequence[Path] = (),
+    shared_quizzes: Sequence[Path] = (),
 ) -> list[Validation]:
     """Check every spec, its stub, its reference solution and its wrong variants, in parallel.
 
     ``specs`` are (path, display name) pairs. Each check runs in its own
-    process, so threads are enough to keep every core busy.
+    process, so threads are enough to keep every core busy. Each spec's
+    content is also held to :mod:`trainer.content_rules`, its questions
+    compared with the other specs of ``catalogue`` and the ``shared_quizzes``;
+    what breaks a rule becomes a warning, never a failure.
     """
     workers = jobs or os.cpu_count() or 1
     results: list[Validation] = []
@@ -84,6 +137,7 @@ def validate(
         ThreadPoolExecutor(max_workers=workers) as pool,
     ):
         pending: list[tuple[Validation, str, Future[CheckReport], WrongVariant | None]] = []
+        loaded: list[tuple[Validation, Exercise]] = []
 
         def submit(exercise: Exercise, file: Path) -> Future[CheckReport]:
             future = pool.submit(
@@ -102,6 +156,7 @@ def validate(
                 result.schema = error.message
                 continue
             result.exercise_id = exercise.id
+            loaded.append((result, exercise))
             stub = Path(scratch) / exercise.id / f"{exercise.id}.py"
             stub.parent.mkdir(parents=True, exist_ok=True)
             stub.write_text(exercise.stub, encoding="utf-8")
@@ -117,6 +172,11 @@ def validate(
                     result.variants.append(VariantResult(declared, "missing file", None))
                     continue
                 pending.append((result, "variant", submit(exercise, file), declared))
+
+        # The content rules are cheap: they run while the checks do.
+        warnings = content_warnings_by_id([e for _, e in loaded], catalogue, shared_quizzes)
+        for result, exercise in loaded:
+            result.warnings = warnings[exercise.id]
 
         for result, kind, future, variant in pending:
             try:
@@ -186,24 +246,28 @@ stub: |
           # TODO: return dL/dx.
           raise NotImplementedError("backward() is not written yet")
 
-# Revealed one at a time by `trainer hint`, from a nudge to nearly the code.
+# Revealed one at a time by `trainer hint`: the idea, then the math for one
+# element, then the complete formula in math notation. No code: that is the
+# solution's (`trainer validate` warns about code in the last hint).
 hints:
   - "The chain rule: multiply grad_output by the local derivative."
-  - "The derivative of 3x is 3."
-  - "Return `3 * grad_output`."
+  - "For one element, y_i = 3·x_i: what is dy_i/dx_i?"
+  - "dL/dx_i = 3 · g_i, with g = grad_output."
 
 # Multiple choice; `answer` counts from 1; the explanation is shown either way.
+# Spread the right answers over the positions, and do not make the right one
+# the longest choice (`trainer validate` warns).
 quiz:
-  - question: What shape does backward's gradient for x have?
-    choices: ["The shape of x", "The shape of the Jacobian", "A scalar"]
-    answer: 1
+  - question: For x of shape (4, 5), what shape does backward's gradient for x have?
+    choices: ["(20, 20), the Jacobian", "(4, 5), like x", "(), a scalar"]
+    answer: 2
     explanation: backward returns a vector-Jacobian product, shaped like its input.
-  - question: What does grad_output hold?
-    choices: ["dL/dy", "dy/dx", "ones"]
-    answer: 1
-    explanation: the gradient of the loss with respect to this function's output.
+  - question: With an upstream gradient of 0.5, what does y = 3·x send back to x?
+    choices: ["3", "0.5", "1.5"]
+    answer: 3
+    explanation: 3 times the upstream gradient; 3 alone forgets grad_output.
   - question: Why does gradcheck want float64?
-    choices: ["Finite differences need the digits", "float32 cannot require grad", "Speed"]
+    choices: ["Finite differences need digits", "float32 tensors cannot require grad", "For speed"]
     answer: 1
     explanation: with eps around 1e-6, float32 keeps too few digits for the difference.
 

@@ -27,13 +27,29 @@ def validate(
 ) -> None:
     """Check specs: the schema holds, the stub fails, the solution passes, each wrong variant fails.
 
+    Also warns where the teaching content breaks a mechanical rule (the right
+    answer is the longest choice, a question nearly repeats one of another
+    exercise, the last hint holds code); warnings never fail.
+
     Exit code 1 when anything falls short.
 
     Example: trainer validate exercises/sigmoid.yaml
     """
+    from trainer.authoring import shared_quiz_paths
     from trainer.authoring import validate as run_validation
+    from trainer.errors import SpecError
 
     context = _Context(None)
+    # The questions of the catalogue and its shared quizzes, for the near-duplicate
+    # rule; a catalogue that cannot be read only matters when it is what is validated.
+    catalogue: list[Path] = []
+    shared: list[Path] = []
+    try:
+        catalogue = context.catalog.spec_paths()
+        shared = shared_quiz_paths(context.catalog.roots)
+    except SpecError:
+        if not paths:
+            raise
     if paths:
         missing = [p for p in paths if not p.is_file()]
         if missing:
@@ -42,14 +58,26 @@ def validate(
             )
         specs = [(p, str(p)) for p in paths]
     else:
-        specs = [(p, context.catalog.display_name(p)) for p in context.catalog.spec_paths()]
+        specs = [(p, context.catalog.display_name(p)) for p in catalogue]
     with console.progress("Validating", total=None) as advance:
-        results = run_validation(specs, jobs=jobs, on_done=advance)
+        results = run_validation(
+            specs,
+            jobs=jobs,
+            on_done=advance,
+            catalogue=catalogue,
+            shared_quizzes=shared,
+        )
     if as_json:
         document = {
             "ok": all(r.ok for r in results),
             "specs": [
-                {"spec": r.spec, "id": r.exercise_id, "ok": r.ok, "problems": r.problems}
+                {
+                    "spec": r.spec,
+                    "id": r.exercise_id,
+                    "ok": r.ok,
+                    "problems": r.problems,
+                    "warnings": r.warnings,
+                }
                 for r in results
             ],
         }

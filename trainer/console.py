@@ -444,6 +444,7 @@ def validation_table(results: Sequence[Validation]) -> None:
     table.add_column("Stub fails")
     table.add_column("Solution passes")
     table.add_column("Wrong variants")
+    table.add_column("Content")
     table.add_column("Problems", ratio=1)
 
     def mark(ok: bool) -> Text:
@@ -463,9 +464,15 @@ def validation_table(results: Sequence[Validation]) -> None:
             )
             if loaded
             else _text("–"),
+            _text(f"⚠ {len(result.warnings)}", style="yellow")
+            if result.warnings
+            else (_text("✔", style="green") if loaded else _text("–")),
             _text("\n".join(result.problems)),
         )
     out.print(table)
+    warned = [(r.spec, w) for r in results for w in r.warnings]
+    for spec, warning in warned:
+        out.print(_text(f"⚠ {spec}: {warning}", style="yellow"))
     bad = [r for r in results if not r.ok]
     if bad:
         out.print(
@@ -473,6 +480,12 @@ def validation_table(results: Sequence[Validation]) -> None:
         )
     else:
         out.print(f"[bold green]✔ All {len(results)} specs hold.[/]")
+    if warned:
+        count = len(warned)
+        out.print(
+            f"[yellow]⚠ {count} content warning{'s' * (count != 1)}[/] (they do not fail "
+            "validation): the rules are in docs/spec-format.md, under Content rules."
+        )
 
 
 def scaffolded(exercise_id: str, files: Sequence[Path], root: Path) -> None:

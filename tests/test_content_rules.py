@@ -1,0 +1,327 @@
+"""Content rules: the right answer is not the longest choice, questions are not repeated
+across exercises, and the last hint gives a formula rather than code."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+import trainer.authoring
+from tests.conftest import REPO, run_cli
+from trainer import content_rules
+from trainer.authoring import (
+    _SPEC_TEMPLATE,
+    Validation,
+    content_warnings_by_id,
+    shared_quiz_paths,
+)
+from trainer.content_rules import (
+    RULE_CODE_IN_LAST_HINT,
+    RULE_LONGEST_ANSWER,
+    RULE_NEAR_DUPLICATE,
+    RULES,
+    OtherQuestion,
+    code_in,
+    code_in_last_hint_warnings,
+    content_warnings,
+    longest_answer_warnings,
+    near_duplicate_warnings,
+    questions_of,
+    shared_questions,
+    span_is_code,
+)
+from trainer.errors import TrainerError
+from trainer.spec import Exercise, QuizQuestion, exercise_from_mapping
+
+FORMULA = "dL/dx_i = 3 · g_i, with g = grad_output."
+
+
+def make_exercise(
+    exercise_id: str = "triple",
+    questions: list[tuple[str, list[str], int]] | None = None,
+    hints: list[str] | None = None,
+) -> Exercise:
+    """A valid exercise (the scaffold's), with the given questions and hints."""
+    data: dict[str, Any] = yaml.safe_load(
+        _SPEC_TEMPLATE.format(id=exercise_id, class_name="MyTriple", title="Triple")
+    )
+    exercise = exercise_from_mapping(data, f"{exercise_id}.yaml")
+    if questions is not None:
+        exercise.quiz = tuple(
+            QuizQuestion(question=text, choices=tuple(choices), answer=answer, explanation=".")
+            for text, choices, answer in questions
+        )
+    if hints is not None:
+        exercise.hints = tuple(hints)
+    return exercise
+
+
+def rules_of(warnings: list[content_rules.ContentWarning]) -> list[str]:
+    return [w.rule for w in warnings]
+
+
+# --- the right answer is the longest choice ----------------------------------------
+
+
+def test_a_right_answer_longer_than_every_other_choice_is_warned_with_its_question():
+    exercise = make_exercise(
+        questions=[
+            ("Fine?", ["short", "a much longer choice", "tiny"], 3),
+            ("Cue?", ["short", "the long and careful right answer", "tiny"], 2),
+        ]
+    )
+    warnings = longest_answer_warnings(exercise)
+    assert [(w.rule, w.where) for w in warnings] == [(RULE_LONGEST_ANSWER, "quiz[1]")]
+    assert "choice 2" in warnings[0].message
+
+
+def test_a_right_answer_tied_for_longest_or_shorter_than_another_is_not_warned():
+    exercise = make_exercise(
+        questions=[
+            ("Tied?", ["abcd", "wxyz", "ab"], 1),
+            ("Shorter?", ["abcdef", "abc", "a"], 2),
+            ("Counted in characters?", ["`[0.25, -0.25]`", "`[-0.25, 0.25]`"], 1),
+        ]
+    )
+    assert longest_answer_warnings(exercise) == []
+
+
+# --- a question nearly repeats one of another exercise -------------------------------
+
+
+def test_a_question_nearly_the_same_as_one_of_another_exercise_is_warned_whatever_its_case_and_spacing():
+    mine = make_exercise(
+        "mine",
+        questions=[
+            ("Why do the checks use random upstream gradients and not y.sum()?", ["a", "b"], 1),
+            ("What is the derivative of the cube at x = 2?", ["12", "8"], 1),
+        ],
+    )
+    theirs = make_exercise(
+        "theirs",
+        questions=[
+            ("WHY does the check use random upstream\n  gradients, not `y.sum()`?", ["a", "b"], 1),
+        ],
+    )
+    warnings = near_duplicate_warnings(mine, questions_of([mine, theirs]))
+    assert [(w.rule, w.where) for w in warnings] == [(RULE_NEAR_DUPLICATE, "quiz[0]")]
+    assert "theirs quiz[0]" in warnings[0].message
+
+
+def test_different_questions_on_the_same_subject_are_not_near_duplicates():
+    mine = make_exercise(
+        "mine",
+        questions=[("What shape does the per-slice sum in backward have, kept?", ["a"], 1)],
+    )
+    theirs = make_exercise(
+        "theirs",
+        questions=[("What shape does the gradient for weight have, and how?", ["a"], 1)],
+    )
+    assert near_duplicate_warnings(mine, questions_of([mine, theirs])) == []
+
+
+def test_questions_of_the_same_exercise_are_never_compared_with_each_other():
+    exercise = make_exercise(
+        questions=[("What does backward return?", ["a"], 1)] * 3,
+    )
+    assert near_duplicate_warnings(exercise, questions_of([exercise])) == []
+
+
+def test_a_question_of_a_shared_quiz_counts_as_another_exercise():
+    mine = make_exercise(
+        questions=[("Why return None for a Python float argument?", ["a", "b"], 1)],
+    )
+    shared = shared_questions(
+        {"quiz": [{"question": "Why return None for a Python float argument?"}]},
+        "quizzes/concepts.yaml",
+    )
+    warnings = near_duplicate_warnings(mine, shared)
+    assert "quizzes/concepts.yaml quiz[0]" in warnings[0].message
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        [{"question": "Q?"}],
+        {"quiz": [{"question": "Q?"}]},
+        {"questions": [{"question": "Q?"}]},
+    ],
+)
+def test_a_shared_quiz_is_read_as_a_list_or_a_mapping_of_questions(data: object):
+    assert shared_questions(data, "q") == [OtherQuestion("q", "quiz[0]", "Q?")]
+
+
+@pytest.mark.parametrize("data", [None, "text", {"title": "x"}, [1, {"question": 2}]])
+def test_a_shared_quiz_of_another_shape_gives_no_questions(data: object):
+    assert shared_questions(data, "q") == []
+
+
+# --- the last hint contains code -----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "span",
+    [
+        "torch.sigmoid(x)",
+        "x, t = ctx.saved_tensors",
+        "return grad, -grad",
+        "grad = grad_output * 2.0 * diff / diff.numel()",
+        "grad_output.sum(dim=0)",
+        "(g * y).sum(dim, keepdim=True)",
+        "sum(dim=1)",
+        "F.softplus(x)",
+        "grad_output.T @ x",
+        "grad_output @ weight",
+        "b.mT",
+        "local = 0.5 * (1 + t) + 0.5 * x * (1 - t**2) * du_dx",
+        "grad[torch.arange(n), target] -= 1",
+        "probs[rows, target] = 0",
+        "ctx.dim = dim",
+        "total = 2 * x",
+        "a = 1; b = 2",
+    ],
+)
+def test_code_spans_that_read_as_python_count_as_code(span: str):
+    assert span_is_code(span)
+
+
+@pytest.mark.parametrize(
+    "span",
+    [
+        "g · s · (1 − s)",
+        "dL/dx = g · σ(x) · (1 − σ(x))",
+        "dL/dx = ...",
+        "dL/dx_i = 3 · g_i",
+        "y = 0.5 * x * (1 + tanh(u))",
+        "y_i = x_i - LSE",
+        "s = softmax(x) = exp(y)",
+        "1 - t**2",
+        "grad_output * y * (1 - y)",
+        "y_j·(g_j − Σ_i g_i·y_i)",
+        "(B, out)",
+        "None",
+        "x ≥ 0",
+        "σ(x) = 1 / (1 + exp(-x))",
+        "var = mean((x - mu)**2)",
+        "LSE = log(sum(exp(x)))",
+    ],
+)
+def test_math_in_code_spans_does_not_count_as_code(span: str):
+    assert not span_is_code(span)
+
+
+def test_a_fenced_block_is_code_whatever_it_holds():
+    assert code_in("The formula:\n\n```\ny = 3 * x\n```\n") == ["a fenced code block"]
+
+
+def test_only_code_spans_of_python_are_reported_from_a_hint():
+    hint = "Here `dL/dx = g · 3`, so `return 3 * grad_output` and `y = 3 * x`."
+    assert code_in(hint) == ["return 3 * grad_output"]
+
+
+def test_the_last_hint_with_code_is_warned_and_earlier_hints_are_not():
+    code = "Return `grad_output.clone()`."
+    assert code_in_last_hint_warnings(make_exercise(hints=[code, code, FORMULA])) == []
+    warnings = code_in_last_hint_warnings(make_exercise(hints=[FORMULA, FORMULA, code]))
+    assert [(w.rule, w.where) for w in warnings] == [(RULE_CODE_IN_LAST_HINT, "hints[2]")]
+    assert "grad_output.clone()" in warnings[0].message
+
+
+# --- all rules, and validate ----------------------------------------------------------
+
+
+def test_content_warnings_applies_every_rule():
+    mine = make_exercise(
+        "mine",
+        questions=[("Why random upstream gradients?", ["the long right answer", "no"], 1)],
+        hints=[FORMULA, FORMULA, "`return 3 * grad_output`"],
+    )
+    theirs = make_exercise("theirs", questions=[("Why random upstream gradients?", ["a"], 1)])
+    warnings = content_warnings(mine, questions_of([mine, theirs]))
+    assert sorted(rules_of(warnings)) == sorted(RULES)
+    assert str(warnings[0]).startswith(f"{warnings[0].where}: ")
+
+
+def test_the_scaffold_of_trainer_new_breaks_no_content_rule_against_the_bundled_catalogue():
+    catalogue = sorted((REPO / "exercises").glob("*.yaml"))
+    assert content_warnings_by_id([make_exercise()], catalogue, shared_quiz_paths([REPO])) == {
+        "triple": []
+    }
+
+
+def test_validate_compares_questions_with_the_catalogue_and_shared_quizzes(tmp_path: Path):
+    question = "What does the contract stage call directly?"
+    other = tmp_path / "exercises" / "other.yaml"
+    other.parent.mkdir()
+    data = yaml.safe_load(_SPEC_TEMPLATE.format(id="other", class_name="MyOther", title="Other"))
+    data["quiz"][0]["question"] = question
+    other.write_text(yaml.safe_dump(data), encoding="utf-8")
+    concepts = tmp_path / "quizzes" / "concepts.yaml"
+    concepts.parent.mkdir()
+    concepts.write_text(yaml.safe_dump({"quiz": [{"question": question}]}), encoding="utf-8")
+    broken = tmp_path / "exercises" / "broken.yaml"
+    broken.write_text("id: [", encoding="utf-8")
+    mine = make_exercise("mine", questions=[(question, ["a", "b"], 1)])
+
+    warnings = content_warnings_by_id([mine], [other, broken], [concepts])
+
+    assert len(warnings["mine"]) == 2
+    assert "other quiz[0]" in warnings["mine"][0]
+    assert "quizzes/concepts.yaml quiz[0]" in warnings["mine"][1]
+
+
+def test_validate_attaches_each_specs_warnings_to_its_result(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    class NoWarmChecker:
+        def __enter__(self) -> NoWarmChecker:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            return None
+
+    def no_check(*args: Any, **kwargs: Any) -> Any:
+        raise TrainerError("not run in this test")
+
+    monkeypatch.setattr(trainer.authoring, "WarmChecker", NoWarmChecker)
+    monkeypatch.setattr(trainer.authoring, "run_check", no_check)
+    spec = tmp_path / "exercises" / "triple.yaml"
+    spec.parent.mkdir()
+    data = yaml.safe_load(_SPEC_TEMPLATE.format(id="triple", class_name="MyTriple", title="T"))
+    data["hints"][-1] = "Return `3 * grad_output.clone()`."
+    spec.write_text(yaml.safe_dump(data), encoding="utf-8")
+
+    (result,) = trainer.authoring.validate([(spec, "triple.yaml")], jobs=1)
+
+    assert len(result.warnings) == 1
+    assert result.warnings[0].startswith("hints[2]: the last hint contains code")
+
+
+def test_a_spec_with_only_warnings_still_validates():
+    result = Validation(spec="exercises/x.yaml", exercise_id="x", warnings=["quiz[0]: cue"])
+    assert result.ok
+    assert result.problems == []
+
+
+def test_validate_shows_warnings_in_json_and_in_the_table_and_exits_0(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    calls: list[dict[str, Any]] = []
+
+    def fake_validate(specs: Any, **options: Any) -> list[Validation]:
+        calls.append(options)
+        return [Validation(spec="exercises/x.yaml", exercise_id="x", warnings=["quiz[0]: cue"])]
+
+    monkeypatch.setattr(trainer.authoring, "validate", fake_validate)
+    as_json = run_cli("validate", "--json")
+    assert as_json.exit_code == 0
+    assert as_json.json()["specs"][0]["warnings"] == ["quiz[0]: cue"]
+    assert as_json.json()["ok"] is True
+    assert calls[0]["catalogue"], "validate must get the catalogue to compare questions with"
+    table = run_cli("validate")
+    assert table.exit_code == 0
+    assert "⚠ exercises/x.yaml: quiz[0]: cue" in table.stdout
+    assert "1 content warning" in table.stdout
