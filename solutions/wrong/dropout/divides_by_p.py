@@ -1,0 +1,16 @@
+import torch
+
+
+class MyDropout(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, mask, p):
+        ctx.save_for_backward(mask)
+        ctx.p = p
+        return x * mask / (1 - p)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (mask,) = ctx.saved_tensors
+        p = ctx.p
+        # Wrong: p is the drop probability; the kept elements were scaled by 1 / (1 - p).
+        return grad_output * mask / p, None, None

@@ -1,0 +1,15 @@
+import torch
+
+
+class MySiLU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        s = torch.sigmoid(x)
+        # Wrong: the values are right, but mul_ overwrites the upstream gradient.
+        return grad_output.mul_(s * (1 + x * (1 - s)))
