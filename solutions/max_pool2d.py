@@ -16,7 +16,7 @@ class MyMaxPool2d(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, kernel_size, stride):
         k, s = kernel_size, stride
-        n, c, h, w = x.shape
+        n, c, _, w = x.shape
         # (N, C, Ho, Wo, k, k): every window, without copying.
         windows = x.unfold(2, k, s).unfold(3, k, s)
         ho, wo = windows.shape[2], windows.shape[3]
