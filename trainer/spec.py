@@ -17,45 +17,10 @@ from typing import Any, Literal, TypeVar, cast
 import yaml
 
 from trainer.errors import SpecError, SpecFieldError
+from trainer.vocabulary import MISTAKE_IDS, STAGE_IDS
 
 FORMAT_VERSION = 1
 DIFFICULTIES = ("easy", "medium", "hard")
-STAGE_IDS = (
-    "load",
-    "forward",
-    "contract",
-    "backward",
-    "kinks",
-    "stability",
-    "gradcheck",
-    "double_backward",
-    "cuda",
-)
-# The classic mistakes the checker names (wrong_variants[].mistake, --json diagnosis.mistake).
-MISTAKES = (
-    "not_written",
-    "no_grad_output",
-    "sign_flipped",
-    "constant_factor",
-    "transposed",
-    "not_summed_over_batch",
-    "all_zeros",
-    "missing_mask",
-    "inverted_mask",
-    "wrong_count",
-    "grad_for_non_tensor",
-    "none_for_required",
-    "not_a_tensor",
-    "wrong_shape",
-    "wrong_dtype",
-    "wrong_device",
-    "in_place_grad_output",
-    "non_contiguous",
-    "needs_input_grad",
-    "kink_value",
-    "non_finite",
-    "unknown",
-)
 DTYPE_NAMES = ("float32", "float64")
 SCALAR_KINDS = ("float", "int", "bool")
 ID_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -80,6 +45,12 @@ class TensorParam:
     # "float" (follows the run's dtype) or "int" (int64 in [low, high), never
     # requires grad: class labels, indices).
     dtype: str = "float"
+    # Float tensors: the whole range the op is meant for. The stability stage
+    # draws values across it on a log scale (large magnitudes included).
+    domain: tuple[float, float] | None = None
+    # Int tensors: `high` as an expression over the case (e.g. "logits.shape[-1]"),
+    # so that a class count or a table size follows the shapes.
+    high_expression: str | None = None
 
     @property
     def is_float(self) -> bool:
@@ -311,24 +282,41 @@ def _python_module(node: _Node) -> str:
 
 
 def _parameter(node: _Node) -> Param:
-    node.mapping(["name", "type"], ["low", "high", "requires_grad", "kinks", "dtype"])
+    node.mapping(["name", "type"], ["low", "high", "requires_grad", "kinks", "dtype", "domain"])
     name = node.child("name").text(IDENTIFIER, "a Python identifier")
     kind = node.child("type").choice(("tensor", *SCALAR_KINDS))
     if kind != "tensor":
-        for key in ("low", "high", "requires_grad", "kinks", "dtype"):
+        for key in ("low", "high", "requires_grad", "kinks", "dtype", "domain"):
             if node.has(key):
                 raise node.child(key).fail(f"only applies to tensors, and {name} is a {kind}")
         return ScalarParam(name=name, kind=cast(ScalarKind, kind))
+    dtype = node.optional("dtype", lambda n: n.choice(("float", "int")), "float")
     low = node.optional("low", _Node.number, -1.0)
-    high = node.optional("high", _Node.number, 1.0)
+    high_expression = None
+    if dtype == "int" and node.has("high") and isinstance(node.child("high").value, str):
+        high_expression = _python_expression(node.child("high"))
+        high = low + 1.0
+    else:
+        high = node.optional("high", _Node.number, 1.0)
     if low >= high:
         raise node.child("high").fail(f"{high} must be greater than low ({low})")
+    domain = None
+    if node.has("domain"):
+        if dtype == "int":
+            raise node.child("domain").fail("only float tensors have a domain")
+        bounds = node.child("domain").items(min_items=2)
+        if len(bounds) != 2:
+            raise node.child("domain").fail("must be [lowest, highest]")
+        domain = (bounds[0].number(), bounds[1].number())
+        if not domain[0] <= low < high <= domain[1]:
+            raise node.child("domain").fail(
+                f"[{domain[0]:g}, {domain[1]:g}] must contain [low, high] = [{low:g}, {high:g}]"
+            )
     kinks = node.optional(
         "kinks",
         lambda n: tuple(_python_expression(k) for k in n.items()),
         cast(tuple[str, ...], ()),
     )
-    dtype = node.optional("dtype", lambda n: n.choice(("float", "int")), "float")
     requires_grad = node.optional("requires_grad", _Node.boolean, dtype == "float")
     if dtype == "int":
         if requires_grad:
@@ -336,6 +324,8 @@ def _parameter(node: _Node) -> Param:
         if kinks:
             raise node.child("kinks").fail("only float tensors have kinks")
         for key in ("low", "high"):
+            if key == "high" and high_expression is not None:
+                continue
             if node.has(key) and not float(node.child(key).value).is_integer():  # type: ignore[arg-type]
                 raise node.child(key).fail("must be a whole number for an int tensor")
     return TensorParam(
@@ -345,6 +335,8 @@ def _parameter(node: _Node) -> Param:
         requires_grad=requires_grad,
         kinks=kinks,
         dtype=dtype,
+        domain=domain,
+        high_expression=high_expression,
     )
 
 
@@ -425,7 +417,7 @@ def _wrong_variant(node: _Node) -> WrongVariant:
         file=file,
         fails_at=node.child("fails_at").choice(STAGE_IDS),
         why=node.child("why").text(),
-        mistake=node.optional("mistake", lambda n: n.choice(MISTAKES), None),
+        mistake=node.optional("mistake", lambda n: n.choice(MISTAKE_IDS), None),
     )
 
 

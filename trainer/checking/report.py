@@ -9,21 +9,10 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-STAGE_TITLES = {
-    "load": "Load and structure",
-    "forward": "Forward parity",
-    "contract": "Backward contract",
-    "backward": "Backward parity",
-    "kinks": "Kink points",
-    "stability": "Stability",
-    "gradcheck": "gradcheck (float64)",
-    "double_backward": "Double backward",
-    "cuda": "CUDA",
-}
-# Stages every check has; until the child says which it runs, these are shown.
-REQUIRED_STAGES = ("load", "forward", "backward", "contract")
-# Stages a pass may skip (no GPU). Any other skip means the check did not finish.
-SKIPPABLE_STAGES = ("cuda",)
+from trainer.vocabulary import STAGE_BY_ID, STAGES
+
+# Stages every check has; until the checker says which it runs, these are shown.
+REQUIRED_STAGES = tuple(stage.id for stage in STAGES if stage.required)
 
 
 class Verdict(str, Enum):
@@ -44,7 +33,8 @@ class StageResult:
 
     @property
     def title(self) -> str:
-        return STAGE_TITLES.get(self.id, self.id)
+        stage = STAGE_BY_ID.get(self.id)
+        return stage.title if stage is not None else self.id
 
     def to_dict(self) -> dict[str, Any]:
         """The one JSON form of a stage result: on the result pipe and in ``--json``."""
@@ -88,7 +78,12 @@ class CheckReport:
             bool(self.stages)
             and all(verdicts.get(stage) is Verdict.PASS for stage in REQUIRED_STAGES)
             and all(
-                v is Verdict.PASS or (v is Verdict.SKIP and stage in SKIPPABLE_STAGES)
+                v is Verdict.PASS
+                or (
+                    v is Verdict.SKIP
+                    and stage in STAGE_BY_ID
+                    and STAGE_BY_ID[stage].may_skip_in_a_pass
+                )
                 for stage, v in verdicts.items()
             )
         )

@@ -29,15 +29,10 @@ from typing import IO, Any
 
 import trainer
 from trainer.checking import processes, transport
-from trainer.checking.report import (
-    REQUIRED_STAGES,
-    STAGE_TITLES,
-    CheckReport,
-    StageResult,
-    Verdict,
-)
+from trainer.checking.report import REQUIRED_STAGES, CheckReport, StageResult, Verdict
 from trainer.errors import TrainerError
 from trainer.spec import Exercise
+from trainer.vocabulary import STAGE_BY_ID
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MEMORY_LIMIT_MB = 4096  # on top of what torch maps; enough for any exercise
@@ -218,7 +213,7 @@ class _Collected:
         if kind == "ready":
             self.ready = True
             stages = message.get("stages")
-            if isinstance(stages, list) and all(s in STAGE_TITLES for s in stages):
+            if isinstance(stages, list) and all(s in STAGE_BY_ID for s in stages):
                 self.stage_ids = [str(s) for s in stages]
         elif kind == "learner":
             self.learner_pid = int(message.get("pid", 0))
@@ -413,12 +408,12 @@ def _stages(
             continue
         if timed_out:
             message = (
-                f"timed out after {timeout:g} s during {STAGE_TITLES[stage].lower()}: "
+                f"timed out after {timeout:g} s during {STAGE_BY_ID[stage].title.lower()}: "
                 "an endless loop? (raise the limit with --timeout)"
             )
         else:
             how = processes.code_words(returncode) if returncode is not None else "ended"
-            message = f"the checking process {how} during {STAGE_TITLES[stage].lower()}"
+            message = f"the checking process {how} during {STAGE_BY_ID[stage].title.lower()}"
         stages.append(StageResult(stage, Verdict.FAIL, message))
         stopped = True
     return stages

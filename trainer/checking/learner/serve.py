@@ -223,7 +223,9 @@ def _outputs(function_class: type[torch.autograd.Function], args: list[Any]) -> 
 def _loss(outputs: list[Any], upstream: list[Any]) -> torch.Tensor:
     """What a training loop backpropagates from: each output weighted by its upstream."""
     terms = [
-        (o * u).sum() for o, u in zip(outputs, upstream, strict=False) if isinstance(u, torch.Tensor)
+        (o * u).sum()
+        for o, u in zip(outputs, upstream, strict=False)
+        if isinstance(u, torch.Tensor)
     ]
     return torch.stack(terms).sum()
 
@@ -265,7 +267,7 @@ def _train(
         (args, _), *_ = sets
         fresh, leaves = _fresh(args)
         for _, upstream in sets:
-            _loss(_outputs(function_class, fresh), upstream).backward()
+            torch.autograd.backward(_loss(_outputs(function_class, fresh), upstream))
         return [[leaf.grad for leaf in leaves]]
     if scenario == "some_outputs":
         results = []

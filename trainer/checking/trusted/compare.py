@@ -47,10 +47,16 @@ class Mismatch:
     summary: str  # what is wrong, e.g. "grad for `x` has shape (3,) but should have shape (4,)"
     detail: str = ""  # where and by how much, for value mismatches
     allowed: str = ""  # the tolerance, in words
+    index: tuple[int, ...] | None = None  # the worst element
+    wrong: torch.Tensor | None = None  # bool, where the values are out of tolerance
 
 
 def compare_tensor(
-    what: str, expected: torch.Tensor, got: object, tolerance: Tolerance
+    what: str,
+    expected: torch.Tensor,
+    got: object,
+    tolerance: Tolerance,
+    slack: torch.Tensor | None = None,
 ) -> Mismatch | None:
     """None when ``got`` matches ``expected``; otherwise how it differs, in words."""
     if not isinstance(got, torch.Tensor):
@@ -70,6 +76,8 @@ def compare_tensor(
     want = expected.detach().to(torch.float64)
     error = (got_values - want).abs()
     allowed = tolerance.atol + tolerance.rtol * want.abs()
+    if slack is not None and slack.shape == want.shape:
+        allowed = allowed + slack
     nan_mismatch = _isnan(got_values) != _isnan(want)
     both_nan = _isnan(got_values) & _isnan(want)
     infinite_equal = (got_values == want) & got_values.isinf()
@@ -90,4 +98,6 @@ def compare_tensor(
         f"expected {_number(exp_value)}, got {_number(got_value)} "
         f"(allowed {tolerance.atol:g} + {tolerance.rtol:g}·|expected|)",
         f"allowed {tolerance.atol:g} + {tolerance.rtol:g}·|expected|",
+        index,
+        bad,
     )

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from trainer.checking.trusted.compare import shape_text
+from trainer.vocabulary import MISTAKES
 
 # Kept before any learner code runs, so a patched torch cannot change a diagnosis.
 _allclose = torch.allclose
@@ -22,18 +23,8 @@ _unravel = torch.unravel_index
 
 VIEW_SIZE = 5
 
-# What a mistake is called in --json and in spec files (wrong_variants[].mistake).
-EXPLANATIONS = {
-    "no_grad_output": "backward does not multiply by grad_output: the result stays the same when the upstream gradient changes",
-    "sign_flipped": "the sign is flipped: the gradient is the negative of the right one",
-    "constant_factor": "the gradient is off by a constant factor",
-    "transposed": "the gradient is transposed",
-    "not_summed_over_batch": "the gradient is not summed over the batch dimension",
-    "all_zeros": "the gradient is all zeros",
-    "missing_mask": "the gradient flows where the function is flat: a mask is missing or wrong",
-    "inverted_mask": "the mask is inverted: the gradient flows exactly where it should be zero",
-    "unknown": "it matches none of the classic mistakes (missing grad_output, sign, constant factor, transpose, batch sum, zeros, mask)",
-}
+# What a mistake is called and how it reads: one vocabulary, trainer.vocabulary.
+EXPLANATIONS = MISTAKES
 
 
 @dataclass(frozen=True)

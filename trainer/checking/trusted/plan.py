@@ -10,8 +10,9 @@ from __future__ import annotations
 import builtins
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -20,6 +21,11 @@ import torch.nn.functional as F
 from trainer.spec import Case, CaseValue, Exercise, ScalarParam, TensorParam, Tolerance
 
 DTYPES = (torch.float32, torch.float64)
+SMALL = 2_000  # elements: runs larger than this skip gradcheck, kinks and double backward
+# Distances from a kink, relative to max(1, |kink|), at which the kink stage
+# compares gradients on both sides (in float32 only those float32 can resolve).
+NEAR_KINK = {torch.float64: (1e-1, 1e-2, 1e-3, 1e-4, 1e-6), torch.float32: (1e-1, 1e-2, 1e-3)}
+UPSTREAM_DECADES = (-3.0, 3.0)  # domain runs: |upstream| from 1e-3 to 1e3
 DTYPE_NAMES = {torch.float32: "float32", torch.float64: "float64"}
 
 
@@ -41,6 +47,15 @@ class Run:
     expected_grads_other: dict[str, torch.Tensor]
     # What `y.sum().backward()` gives: an upstream gradient of ones.
     expected_grads_ones: dict[str, torch.Tensor]
+    # Extra absolute tolerance per element (domain runs): torch's own float32
+    # error against float64, and rounding at the scale of the whole tensor.
+    outputs_slack: tuple[torch.Tensor, ...] = ()
+    grads_slack: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    @property
+    def numel(self) -> int:
+        """Elements in all tensor arguments: what a stage's cost grows with."""
+        return sum(int(a.numel()) for a in self.args if isinstance(a, torch.Tensor))
 
     @property
     def ones(self) -> tuple[torch.Tensor, ...]:
@@ -97,10 +112,14 @@ class Plan:
     stability_runs: tuple[Run, ...] = ()
     # Fresh values of one shape, for calls in a row as a training loop makes them.
     state_runs: tuple[Run, ...] = ()
+    # Values across each tensor's domain on a log scale, upstream gradients from
+    # 1e-3 to 1e3: every case, in both dtypes.
+    domain_runs: tuple[Run, ...] = ()
 
     @property
     def gradcheck_runs(self) -> tuple[Run, ...]:
-        return tuple(r for r in self.runs if r.dtype == torch.float64)
+        """Float64 runs small enough for a numerical Jacobian."""
+        return tuple(r for r in self.runs if r.dtype == torch.float64 and r.numel <= SMALL)
 
 
 def _kink_margin(param: TensorParam) -> float:
@@ -114,15 +133,29 @@ def _kink_points(param: TensorParam, scalars: dict[str, CaseValue]) -> list[floa
     return [float(eval(expr, env, dict(scalars))) for expr in param.kinks]
 
 
+def int_high(param: TensorParam, case: Case) -> int:
+    """The exclusive upper bound of an int tensor: a number, or an expression over the case
+    (tensor names stand for objects with a ``.shape``, scalars for their values)."""
+    if param.high_expression is None:
+        return int(param.high)
+    scope: dict[str, object] = {
+        name: SimpleNamespace(shape=tuple(value)) if isinstance(value, tuple) else value
+        for name, value in case.values.items()
+    }
+    return int(eval(param.high_expression, {"math": math, "__builtins__": {}}, scope))
+
+
 def make_tensor(
     param: TensorParam,
     shape: Sequence[int],
     scalars: dict[str, CaseValue],
     generator: torch.Generator,
+    high: int | None = None,
 ) -> torch.Tensor:
     """Uniform values in [low, high], moved away from the declared kinks; ints in [low, high)."""
     if not param.is_float:
-        return torch.randint(int(param.low), int(param.high), tuple(shape), generator=generator)
+        top = int(param.high) if high is None else high
+        return torch.randint(int(param.low), top, tuple(shape), generator=generator)
     values = torch.empty(tuple(shape), dtype=torch.float64)
     values.uniform_(param.low, param.high, generator=generator)
     margin = _kink_margin(param)
@@ -181,7 +214,7 @@ def _case_values(exercise: Exercise, case: Case, generator: torch.Generator) -> 
         value = case.values[param.name]
         if isinstance(param, TensorParam):
             assert isinstance(value, tuple)
-            base.append(make_tensor(param, value, scalars, generator))
+            base.append(make_tensor(param, value, scalars, generator, int_high(param, case)))
         else:
             base.append(value)
     return base
@@ -199,7 +232,13 @@ def build_plan(exercise: Exercise, seed: int) -> Plan:
             )
             runs.append(_run(exercise, case, dtype, args, generator))
     kink_runs = tuple(
-        k for run in runs if run.dtype == torch.float64 for k in _kink_run(exercise, run, generator)
+        k for run in runs if run.numel <= SMALL for k in _kink_run(exercise, run, generator)
+    )
+    domain_runs = tuple(
+        d
+        for case in exercise.cases
+        for dtype in DTYPES
+        for d in _domain_run(exercise, case, dtype, generator)
     )
     state_case = exercise.cases[0]
     state_runs = tuple(
@@ -216,6 +255,7 @@ def build_plan(exercise: Exercise, seed: int) -> Plan:
         runs=tuple(runs),
         kink_runs=kink_runs,
         state_runs=state_runs,
+        domain_runs=domain_runs,
         stability_runs=tuple(
             _stability_run(exercise, index, generator) for index in range(len(exercise.stability))
         ),
@@ -223,7 +263,8 @@ def build_plan(exercise: Exercise, seed: int) -> Plan:
 
 
 def _kink_run(exercise: Exercise, run: Run, generator: torch.Generator) -> list[KinkRun]:
-    """The run's inputs with the first elements of each kinked tensor set on its kinks."""
+    """The run's inputs with the first elements of each kinked tensor set exactly on its
+    kinks, and the next ones close to them on both sides, at several distances."""
     scalars = {
         p.name: run.case.values[p.name] for p in exercise.parameters if isinstance(p, ScalarParam)
     }
@@ -238,10 +279,20 @@ def _kink_run(exercise: Exercise, run: Run, generator: torch.Generator) -> list[
         ):
             continue
         kinks = list(zip(param.kinks, _kink_points(param, scalars), strict=True))
+        flat = tensor.reshape(-1)
         for flat_index, (expression, value) in enumerate(kinks[: tensor.numel()]):
-            tensor.reshape(-1)[flat_index] = value
+            flat[flat_index] = value
             low, high = _one_sided_slopes(exercise, args, position, flat_index)
             points.append(KinkPoint(param.name, flat_index, value, expression, low, high))
+        near = [
+            value + side * distance * max(1.0, abs(value))
+            for _, value in kinks
+            for distance in NEAR_KINK[run.dtype]
+            for side in (1.0, -1.0)
+        ]
+        start = len(kinks)
+        for offset, value in enumerate(near[: max(tensor.numel() - start, 0)]):
+            flat[start + offset] = value
     if not points:
         return []
     return [
@@ -254,11 +305,16 @@ def _kink_run(exercise: Exercise, run: Run, generator: torch.Generator) -> list[
 def _one_sided_slopes(
     exercise: Exercise, args: list[object], position: int, flat_index: int
 ) -> tuple[float, float]:
-    """The left and right derivatives of an element-wise function at one element, in order."""
+    """The left and right derivatives of an element-wise function at one element, in order
+    (in float64 whatever the run's dtype: the step is below float32's resolution)."""
     step = 1e-7
     values = []
     for shift in (-step, 0.0, step):
-        shifted = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        shifted = [
+            a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+            for a in args
+        ]
+        shifted = [a.clone() if isinstance(a, torch.Tensor) else a for a in shifted]
         tensor = shifted[position]
         assert isinstance(tensor, torch.Tensor)
         tensor.reshape(-1)[flat_index] += shift
@@ -268,6 +324,138 @@ def _one_sided_slopes(
     left = (values[1] - values[0]) / step
     right = (values[2] - values[1]) / step
     return min(left, right), max(left, right)
+
+
+def _log_scale(
+    param: TensorParam,
+    shape: Sequence[int],
+    scalars: dict[str, CaseValue],
+    generator: torch.Generator,
+) -> torch.Tensor:
+    """Values across the parameter's domain with log-uniform magnitudes (1e-3 to the
+    largest bound), the bounds themselves included, kept off the kinks."""
+    assert param.domain is not None
+    lowest, highest = param.domain
+    top = max(abs(lowest), abs(highest))
+    count = math.prod(shape)
+    decades = torch.empty(count, dtype=torch.float64).uniform_(
+        math.log10(min(1e-3, top)), math.log10(top), generator=generator
+    )
+    magnitudes = torch.pow(10.0, decades)
+    if lowest >= 0:
+        signs = torch.ones(count, dtype=torch.float64)
+    elif highest <= 0:
+        signs = -torch.ones(count, dtype=torch.float64)
+    else:
+        signs = torch.randint(0, 2, (count,), generator=generator).to(torch.float64) * 2 - 1
+    values = (signs * magnitudes).clamp(lowest, highest)
+    if count >= 2:
+        values[0], values[1] = lowest, highest
+    values = values[torch.randperm(count, generator=generator)]
+    margin = _kink_margin(param)
+    for kink in _kink_points(param, scalars):
+        distance = values - kink
+        near = distance.abs() < margin
+        direction = torch.where(distance >= 0, 1.0, -1.0).to(values.dtype)
+        values = torch.where(near, kink + direction * 2 * margin, values)
+    return values.reshape(tuple(shape))
+
+
+def _log_upstream(
+    outputs: tuple[torch.Tensor, ...], generator: torch.Generator
+) -> tuple[torch.Tensor, ...]:
+    """Upstream gradients with magnitudes from 1e-3 to 1e3 and random signs."""
+    low, high = UPSTREAM_DECADES
+    upstream = []
+    for output in outputs:
+        decades = torch.empty(output.shape, dtype=torch.float64).uniform_(
+            low, high, generator=generator
+        )
+        signs = torch.randint(0, 2, output.shape, generator=generator).to(torch.float64) * 2 - 1
+        upstream.append(signs * torch.pow(10.0, decades))
+    return tuple(upstream)
+
+
+def _finite(run: Run) -> bool:
+    return all(bool(o.isfinite().all()) for o in run.expected_outputs) and all(
+        bool(g.isfinite().all()) for g in run.expected_grads.values()
+    )
+
+
+def _domain_run(
+    exercise: Exercise, case: Case, dtype: torch.dtype, generator: torch.Generator
+) -> list[Run]:
+    """One run across the domain (shrunk by decades where torch itself overflows in
+    this dtype), with wide upstream gradients and the slack the comparison allows."""
+    scalars = {
+        p.name: case.values[p.name] for p in exercise.parameters if isinstance(p, ScalarParam)
+    }
+    shrink = 1.0
+    for _ in range(4):
+        base: list[object] = []
+        for param in exercise.parameters:
+            value = case.values[param.name]
+            if isinstance(param, TensorParam) and param.is_float and param.domain is not None:
+                assert isinstance(value, tuple)
+                lowest, highest = param.domain
+                narrowed = replace(
+                    param,
+                    domain=(min(lowest / shrink, param.low), max(highest / shrink, param.high)),
+                )
+                base.append(_log_scale(narrowed, value, scalars, generator))
+            elif isinstance(param, TensorParam):
+                assert isinstance(value, tuple)
+                base.append(make_tensor(param, value, scalars, generator, int_high(param, case)))
+            else:
+                base.append(value)
+        args = tuple(
+            a.to(dtype) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+            for a in base
+        )
+        with torch.no_grad():
+            probe = evaluate_reference(
+                exercise, [a.detach() if isinstance(a, torch.Tensor) else a for a in args]
+            )
+        upstream = _log_upstream(probe, generator)
+        run = _run(exercise, case, dtype, args, generator, upstream=upstream)
+        if _finite(run):
+            return [_with_slack(exercise, run, generator)]
+        shrink *= 10.0
+    return []
+
+
+def _slack_for(got: torch.Tensor, truth: torch.Tensor | None) -> torch.Tensor:
+    """What the comparison forgives: twice torch's own error against float64 (float32
+    runs), plus rounding at the scale of the whole tensor."""
+    scale = float(got.detach().abs().max()) if got.numel() else 0.0
+    eps = torch.finfo(got.dtype).eps if got.is_floating_point() else 0.0
+    slack = torch.full(
+        got.shape, 16 * eps * math.sqrt(max(got.numel(), 1)) * scale, dtype=torch.float64
+    )
+    if truth is not None:
+        slack = slack + 2 * (got.detach().to(torch.float64) - truth.detach()).abs()
+    return slack
+
+
+def _with_slack(exercise: Exercise, run: Run, generator: torch.Generator) -> Run:
+    truth: Run | None = None
+    if run.dtype != torch.float64:
+        wide = tuple(
+            a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+            for a in run.args
+        )
+        truth = _run(exercise, run.case, torch.float64, wide, generator, upstream=run.upstream)
+    return replace(
+        run,
+        outputs_slack=tuple(
+            _slack_for(o, truth.expected_outputs[i] if truth else None)
+            for i, o in enumerate(run.expected_outputs)
+        ),
+        grads_slack={
+            name: _slack_for(g, truth.expected_grads[name] if truth else None)
+            for name, g in run.expected_grads.items()
+        },
+    )
 
 
 def _stability_run(exercise: Exercise, index: int, generator: torch.Generator) -> Run:
@@ -287,12 +475,9 @@ def _stability_run(exercise: Exercise, index: int, generator: torch.Generator) -
         }
     )
     run = _run(exercise, case, dtype, args, generator)
-    finite = all(bool(o.isfinite().all()) for o in run.expected_outputs) and all(
-        bool(g.isfinite().all()) for g in run.expected_grads.values()
-    )
-    if not finite:
+    if not _finite(run):
         raise ValueError(f"stability[{index}]: the reference itself is not finite there")
-    return run
+    return _with_slack(exercise, run, generator)
 
 
 def _run(
@@ -301,6 +486,7 @@ def _run(
     dtype: torch.dtype,
     args: tuple[object, ...],
     generator: torch.Generator,
+    upstream: tuple[torch.Tensor, ...] | None = None,
 ) -> Run:
     live = [
         a.detach().clone().requires_grad_(p.requires_grad)
@@ -334,7 +520,11 @@ def _run(
             for o in outputs
         )
 
-    upstream, upstream_other = random_upstream(), random_upstream()
+    if upstream is None:
+        upstream = random_upstream()
+    else:
+        upstream = tuple(u.to(o.dtype) for u, o in zip(upstream, outputs, strict=True))
+    upstream_other = random_upstream()
     tolerance = (
         exercise.tolerances.float32 if dtype == torch.float32 else exercise.tolerances.float64
     )

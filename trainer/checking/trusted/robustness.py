@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 from trainer.checking import values
-from trainer.checking.trusted.compare import compare_tensor
-from trainer.checking.trusted.plan import KinkRun, Run
+from trainer.checking.trusted.compare import Mismatch, compare_tensor
+from trainer.checking.trusted.plan import DTYPE_NAMES, KinkRun, Run
 from trainer.checking.trusted.proxy import LearnerFault, forward_outputs
 from trainer.checking.trusted.stages import (
     SKIP,
@@ -16,6 +16,7 @@ from trainer.checking.trusted.stages import (
     apply,
     explain,
     learner_gradients,
+    output_name,
     summarise,
 )
 
@@ -61,8 +62,26 @@ def _kink_failure(checked: Checked, kink_run: KinkRun) -> Failure | None:
                 masked_got[point.flat_index] = 0.0
         mismatch = compare_tensor(f"grad for `{name}`", masked_expected, masked_got, run.tolerance)
         if mismatch:
-            return Failure(run, f"next to the kinks, {mismatch.summary}", [mismatch.detail])
+            text = f"next to the kinks, {mismatch.summary}"
+            tensor = dict(zip((p.name for p in run.params), run.args, strict=True)).get(name)
+            if mismatch.index is not None and isinstance(tensor, torch.Tensor):
+                (flat,) = mismatch.index
+                value = float(tensor.reshape(-1)[flat])
+                kink = min(kink_run.points, key=lambda p: abs(p.value - value))
+                side = "above" if value > kink.value else "below"
+                text = (
+                    f"close to the kink `{name}` = {kink.value:g} ({kink.expression}), at "
+                    f"{name}[{_unflat(flat, tensor.shape)}] = {value:.8g} "
+                    f"({abs(value - kink.value):.1g} {side}), {mismatch.summary}: the gradient "
+                    "must switch exactly at the kink, not before or after it"
+                )
+            diagnosis = {"mistake": "near_kink", "input": name, "text": text, "view": []}
+            return Failure(run, text, [mismatch.detail], diagnosis)
     return None
+
+
+def _unflat(flat: int, shape: torch.Size) -> str:
+    return ", ".join(str(int(i)) for i in torch.unravel_index(torch.tensor(flat), shape))
 
 
 def kinks_stage(checked: Checked) -> StageOutcome:
@@ -81,47 +100,115 @@ def kinks_stage(checked: Checked) -> StageOutcome:
 
 
 def stability_stage(checked: Checked) -> StageOutcome:
+    """The spec's extreme probes, then every case across the domain (log-scale inputs,
+    upstream gradients from 1e-3 to 1e3): finite where the reference is, and equal to it."""
     failures: list[Failure] = []
-    runs = checked.plan.stability_runs
+    runs = (*checked.plan.stability_runs, *checked.plan.domain_runs)
     for run in runs:
-        try:
-            outputs = forward_outputs(
-                apply(checked.function_class, run.fresh_args()), checked.exercise
-            )
-        except Exception as error:  # a learner's fault, or torch rejecting its result
-            message, details = explain(error, "forward")
-            failures.append(Failure(run, message, details))
-            continue
-        bad = next((o for o in outputs if not bool(torch.isfinite(o).all())), None)
-        if bad is not None:
-            failures.append(_not_finite(run, "forward gives", bad))
-            continue
-        grads = learner_gradients(checked.function_class, run, checked.exercise)
-        if isinstance(grads, Failure):
-            failures.append(grads)
-            continue
-        for name, grad in grads.items():
-            if grad is not None and not bool(torch.isfinite(grad).all()):
-                failures.append(_not_finite(run, f"the gradient for `{name}` has", grad))
-                break
+        failure = _domain_failure(checked, run)
+        if failure is not None:
+            failures.append(failure)
+            break  # one clear failure: the rest of the domain says the same
+    elements = sum(r.numel for r in runs)
     return summarise(
         failures,
         len(runs),
-        f"forward and backward stay finite on {len(runs)} probes "
-        f"({sum(int(a.numel()) for r in runs for a in r.args if isinstance(a, torch.Tensor))} "
-        "extreme values) where the reference does",
+        f"forward and backward match the reference on {len(runs)} runs across the domain "
+        f"({elements} values up to the largest magnitudes, upstream gradients from 1e-3 "
+        "to 1e3), in float32 and float64",
     )
+
+
+def _input_at(run: Run, index: tuple[int, ...] | None, shape: torch.Size) -> str:
+    """The inputs at ``index`` when an input has the output's shape (element-wise ops)."""
+    if index is None:
+        return ""
+    parts = []
+    for param, value in zip(run.params, run.args, strict=True):
+        if isinstance(value, torch.Tensor) and value.shape == shape and value.is_floating_point():
+            where = "[" + ", ".join(map(str, index)) + "]"
+            parts.append(f"{param.name}{where} = {float(value[index]):.6g}")
+        elif not isinstance(value, torch.Tensor):
+            parts.append(f"{param.name} = {value}")
+    return ", ".join(parts)
+
+
+def _domain_failure(checked: Checked, run: Run) -> Failure | None:
+    exercise = checked.exercise
+    try:
+        outputs = forward_outputs(apply(checked.function_class, run.fresh_args()), exercise)
+    except Exception as error:  # a learner's fault, or torch rejecting its result
+        message, details = explain(error, "forward")
+        return Failure(run, message, details)
+    for index, (expected, got) in enumerate(zip(run.expected_outputs, outputs, strict=True)):
+        if not bool(torch.isfinite(got).all()):
+            return _not_finite(run, "forward gives", got)
+        slack = run.outputs_slack[index] if run.outputs_slack else None
+        mismatch = compare_tensor(output_name(exercise, index), expected, got, run.tolerance, slack)
+        if mismatch:
+            return _off_domain(run, mismatch, expected.shape, "forward")
+    grads = learner_gradients(checked.function_class, run, exercise)
+    if isinstance(grads, Failure):
+        return grads
+    for name, got_grad in grads.items():
+        if got_grad is None:
+            continue
+        if not bool(torch.isfinite(got_grad).all()):
+            return _not_finite(run, f"the gradient for `{name}` has", got_grad)
+        expected_grad = run.expected_grads[name]
+        mismatch = compare_tensor(
+            f"grad for `{name}`", expected_grad, got_grad, run.tolerance, run.grads_slack.get(name)
+        )
+        if mismatch:
+            return _off_domain(run, mismatch, expected_grad.shape, "backward", run.upstream)
+    return None
+
+
+def _off_domain(
+    run: Run,
+    mismatch: Mismatch,
+    shape: torch.Size,
+    during: str,
+    upstream: tuple[torch.Tensor, ...] = (),
+) -> Failure:
+    """Words for a value that is wrong somewhere across the domain: where, and a guess why."""
+    where = _input_at(run, mismatch.index, shape)
+    text = f"{mismatch.summary} ({DTYPE_NAMES[run.dtype]}{', at ' + where if where else ''})"
+    mistake = "wrong_on_domain"
+    if during == "backward" and len(upstream) == 1 and mismatch.wrong is not None:
+        scale = upstream[0].detach().abs().to(torch.float64)
+        if scale.shape == mismatch.wrong.shape and bool(mismatch.wrong.any()):
+            wrong_scale = float(scale[mismatch.wrong].min())
+            right = ~mismatch.wrong
+            if (
+                bool(right.any())
+                and wrong_scale > float(scale[right].max()) * 0.999
+                and wrong_scale > 1
+            ):
+                mistake = "scales_grad_output"
+                text += (
+                    f": wrong only where |grad_output| > {wrong_scale:.3g}. Does backward clip "
+                    "or rescale grad_output? It must multiply by it, whatever its size"
+                )
+    if mistake == "wrong_on_domain":
+        text += (
+            ": the formula must hold over the whole domain, large magnitudes included "
+            "(a clamp, a threshold or a shortcut that is only right near 0?)"
+        )
+    details = [mismatch.detail] if mismatch.detail else []
+    return Failure(None, text, details, {"mistake": mistake, "input": "", "text": text, "view": []})
 
 
 def _not_finite(run: Run, what: str, tensor: torch.Tensor) -> Failure:
     flat = tensor.detach().reshape(-1)
-    index = [
-        int(i) for i in torch.unravel_index((~torch.isfinite(flat)).nonzero()[0, 0], tensor.shape)
-    ]
-    value = float(flat[(~torch.isfinite(flat)).nonzero()[0, 0]])
+    first = int((~torch.isfinite(flat)).nonzero()[0, 0])
+    index = tuple(int(i) for i in torch.unravel_index(torch.tensor(first), tensor.shape))
+    value = float(flat[first])
+    where = _input_at(run, index, tensor.shape) or run.case.describe()
+    shown = "[" + ", ".join(map(str, index)) + "]"
     text = (
-        f"{what} {value} at {index} for the inputs {run.values_text()}, where the reference is "
-        "finite: rewrite it in a numerically stable form"
+        f"{what} {value} at {shown} for {where} ({DTYPE_NAMES[run.dtype]}), where the "
+        "reference is finite: rewrite it in a numerically stable form"
     )
     return Failure(
         None, text, diagnosis={"mistake": "non_finite", "input": "", "text": text, "view": []}

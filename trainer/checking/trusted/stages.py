@@ -9,6 +9,7 @@ proxy whose forward and backward are the learner's, so torch's autograd and
 from __future__ import annotations
 
 import functools
+import importlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +28,8 @@ from trainer.checking.trusted.proxy import (
     Sandbox,
     forward_outputs,
 )
-from trainer.spec import Exercise, TensorParam
+from trainer.spec import Exercise
+from trainer.vocabulary import Stage, stages_for
 
 PASS, FAIL, SKIP = "pass", "fail", "skip"
 
@@ -337,59 +339,60 @@ StageBody = Callable[[Checked], StageOutcome]
 Reporter = Callable[[str, Callable[[], StageOutcome]], StageOutcome]
 
 
-def _bodies() -> dict[str, StageBody]:
-    from trainer.checking.trusted.contract import contract_stage
-    from trainer.checking.trusted.gradcheck import gradcheck_stage
-    from trainer.checking.trusted.robustness import (
-        cuda_stage,
-        double_backward_stage,
-        kinks_stage,
-        stability_stage,
-    )
-
-    return {
-        "forward": forward_stage,
-        "contract": contract_stage,
-        "backward": backward_stage,
-        "kinks": kinks_stage,
-        "stability": stability_stage,
-        "gradcheck": gradcheck_stage,
-        "double_backward": double_backward_stage,
-        "cuda": cuda_stage,
-    }
-
-
 def stage_ids(exercise: Exercise, double_backward: bool = False) -> list[str]:
-    """The stages this exercise gets, in order; optional ones only where they apply."""
-    stages = ["load", "forward", "backward", "contract"]
-    if any(isinstance(p, TensorParam) and p.kinks for p in exercise.parameters):
-        stages.append("kinks")
-    if exercise.stability:
-        stages.append("stability")
-    if exercise.gradcheck:
-        stages.append("gradcheck")
-    if exercise.double_backward or double_backward:
-        stages.append("double_backward")
-    stages.append("cuda")
-    return stages
+    """The stages this exercise gets, in order (see :data:`trainer.vocabulary.STAGES`)."""
+    return [stage.id for stage in stages_for(exercise, double_backward)]
+
+
+def _body(stage: Stage) -> StageBody:
+    module, function = stage.runs.split(":")
+    body: StageBody = getattr(importlib.import_module(module), function)
+    return body
 
 
 def run_stages(checked: Checked, report: Reporter) -> None:
-    """Run every stage in order, reporting each; later stages are skipped when they cannot run."""
+    """Run every stage in order, reporting each; later stages are skipped when they cannot run.
+
+    A failure whose words an earlier stage already gave is reported as "same
+    error as <stage> above", so one problem is read once.
+    """
     sandbox = checked.sandbox
-    loaded = report("load", functools.partial(_guarded, sandbox, functools.partial(_load, checked)))
-    blocked = None if loaded.passed else "the file did not load"
-    bodies = _bodies()
-    for stage in stage_ids(checked.exercise, checked.double_backward)[1:]:
+    blocked: str | None = None
+    said: dict[str, str] = {}  # failure message -> the stage that gave it first
+    for stage in stages_for(checked.exercise, checked.double_backward):
         if blocked is None and not sandbox.alive:
             blocked = f"the process running your code {sandbox.ended}"
         if blocked is not None:
-            report(stage, functools.partial(StageOutcome, SKIP, f"skipped: {blocked}"))
+            report(stage.id, functools.partial(StageOutcome, SKIP, f"skipped: {blocked}"))
             continue
-        run = functools.partial(bodies[stage], checked)
-        report(stage, functools.partial(_guarded, sandbox, run))
+        run = functools.partial(_body(stage), checked)
+        outcome = report(stage.id, functools.partial(_once, said, stage, sandbox, run))
+        if stage.id == "load" and not outcome.passed:
+            blocked = "the file did not load"
         if sandbox.alive:
             sandbox.reset()
+
+
+def _once(
+    said: dict[str, str], stage: Stage, sandbox: Sandbox, body: Callable[[], StageOutcome]
+) -> StageOutcome:
+    outcome = _guarded(sandbox, body)
+    if outcome.verdict != FAIL:
+        return outcome
+    key = outcome.message
+    if key in said:
+        return StageOutcome(
+            FAIL,
+            f"same error as {said[key]} above",
+            diagnosis=outcome.diagnosis,
+            notes=outcome.notes,
+        )
+    said[key] = stage.title
+    return outcome
+
+
+def load_stage(checked: Checked) -> StageOutcome:
+    return _load(checked)
 
 
 def _load(checked: Checked) -> StageOutcome:

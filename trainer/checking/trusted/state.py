@@ -13,7 +13,7 @@ changes after N calls fails, and the message names the call.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -22,12 +22,14 @@ from trainer.checking import values
 from trainer.checking.trusted.compare import compare_tensor
 from trainer.checking.trusted.plan import Run, evaluate_reference
 from trainer.checking.trusted.proxy import LearnerFault
-from trainer.checking.trusted.stages import Checked, Failure, StageOutcome, summarise
+from trainer.checking.trusted.stages import FAIL, PASS, Checked, Failure, StageOutcome
 
 REPEATED_CALLS = 1000
 
 
-def _call_set(run: Run, upstream: Sequence[torch.Tensor | None], blobs: list[bytes]) -> dict[str, Any]:
+def _call_set(
+    run: Run, upstream: Sequence[torch.Tensor | None], blobs: list[bytes]
+) -> dict[str, Any]:
     names = run.grad_names()
     return {
         "args": values.encode(list(run.args), blobs),
@@ -55,7 +57,8 @@ def _train(
     if isinstance(error, dict):
         details = error.get("details", [])
         raise LearnerFault(
-            str(error.get("message")), [str(d) for d in details] if isinstance(details, list) else []
+            str(error.get("message")),
+            [str(d) for d in details] if isinstance(details, list) else [],
         )
     grads = values.decode(reply.get("grads"), reply_blobs)
     if not isinstance(grads, list) or not all(isinstance(g, list | tuple) for g in grads):
@@ -76,7 +79,7 @@ def _mismatch(
     return None
 
 
-def _repeated(checked: Checked) -> Failure | None:
+def _repeated(checked: Checked, run: Run) -> Failure | None:
     runs = checked.plan.state_runs
     if not runs:
         return None
@@ -109,7 +112,7 @@ def _repeated(checked: Checked) -> Failure | None:
     return None
 
 
-def _one_graph(checked: Checked) -> Failure | None:
+def _one_graph(checked: Checked, run: Run) -> Failure | None:
     """Two calls in one graph, with different values and arguments; backward runs in reverse."""
     runs = [r for r in checked.plan.runs if r.dtype == torch.float64]
     if len(runs) < 2:
@@ -150,16 +153,13 @@ def _retained(checked: Checked, run: Run) -> Failure | None:
 def _accumulated(checked: Checked, run: Run) -> Failure | None:
     (got,) = _train(checked, "accumulate", [(run, run.upstream), (run, run.upstream_other)])
     expected = {
-        name: run.expected_grads[name] + run.expected_grads_other[name]
-        for name in run.grad_names()
+        name: run.expected_grads[name] + run.expected_grads_other[name] for name in run.grad_names()
     }
     wrong = _mismatch(run, got, expected)
     if wrong is None:
         return None
     summary, detail = wrong
-    text = (
-        f"after two training steps on the same leaves (gradients accumulate in .grad), {summary}"
-    )
+    text = f"after two training steps on the same leaves (gradients accumulate in .grad), {summary}"
     return Failure(run, text, [detail] if detail else [], _state_mistake(text))
 
 
@@ -204,7 +204,7 @@ def _reference_grads(
     leaves = [a for a, p in zip(live, run.params, strict=True) if p.name in names]
     grads = torch.autograd.grad(outputs, leaves, upstream, allow_unused=True)  # type: ignore[arg-type]
     return {
-        name: (g if g is not None else torch.zeros_like(leaf)).detach()  # type: ignore[arg-type]
+        name: (g if g is not None else torch.zeros_like(leaf)).detach()
         for name, g, leaf in zip(names, grads, leaves, strict=True)
     }
 
@@ -213,33 +213,31 @@ def _state_mistake(text: str) -> dict[str, Any]:
     return {"mistake": "state_outside_ctx", "input": "", "text": text, "view": []}
 
 
+_SCENARIOS: tuple[tuple[Callable[[Checked, Run], Failure | None], str], ...] = (
+    (_repeated, f"in {REPEATED_CALLS} calls in a row with fresh values"),
+    (_one_graph, "with two calls in one graph (backward runs for the second call first)"),
+    (_retained, "with two backward passes over one graph (retain_graph=True)"),
+    (_accumulated, "with gradients accumulated over two steps"),
+    (_some_outputs, "with a loss that uses some outputs only"),
+)
+
+
 def state_stage(checked: Checked) -> StageOutcome:
     run = next((r for r in checked.plan.runs if r.dtype == torch.float64), checked.plan.runs[0])
-    failures: list[Failure] = []
-    for step in (_repeated, _one_graph):
+    failure: Failure | None = None
+    for step, words in _SCENARIOS:
         try:
-            failure = step(checked)
+            failure = step(checked, run)
         except LearnerFault as fault:
-            failure = Failure(run, fault.message, fault.details)
+            text = f"{words}, {fault.message}"
+            failure = Failure(run, text, fault.details, _state_mistake(text))
         if failure is not None:
-            failures.append(failure)
             break
-    if not failures:
-        for check in (_retained, _accumulated, _some_outputs):
-            try:
-                failure = check(checked, run)
-            except LearnerFault as fault:
-                failure = Failure(run, fault.message, fault.details)
-            if failure is not None:
-                failures.append(failure)
-                break
-    outcome = summarise(
-        failures,
-        1,
+    success = (
         f"{REPEATED_CALLS} calls in a row with fresh values, two calls in one graph, "
         "a retained graph and accumulated gradients all give the reference gradients"
-        + (", and so do losses that use some outputs only" if checked.exercise.outputs > 1 else ""),
+        + (", and so do losses that use some outputs only" if checked.exercise.outputs > 1 else "")
     )
-    if failures and failures[0].run is not None:
-        outcome.message = failures[0].message  # the call is named in the message itself
-    return outcome
+    if failure is None:
+        return StageOutcome(PASS, success)
+    return StageOutcome(FAIL, failure.message, list(failure.details), failure.diagnosis)
