@@ -276,8 +276,8 @@ def test_validate_compares_questions_with_the_catalogue_and_shared_quizzes(tmp_p
 def test_validate_attaches_each_specs_warnings_to_its_result(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    class NoWarmChecker:
-        def __enter__(self) -> NoWarmChecker:
+    class NoService:
+        def __enter__(self) -> NoService:
             return self
 
         def __exit__(self, *exc: object) -> None:
@@ -286,7 +286,7 @@ def test_validate_attaches_each_specs_warnings_to_its_result(
     def no_check(*args: Any, **kwargs: Any) -> Any:
         raise TrainerError("not run in this test")
 
-    monkeypatch.setattr(trainer.authoring, "WarmChecker", NoWarmChecker)
+    monkeypatch.setattr(trainer.authoring, "CheckingService", NoService)
     monkeypatch.setattr(trainer.authoring, "run_check", no_check)
     spec = tmp_path / "exercises" / "triple.yaml"
     spec.parent.mkdir()

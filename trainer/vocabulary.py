@@ -61,9 +61,10 @@ STAGES: tuple[Stage, ...] = (
     Stage("forward", "Forward parity", f"{_STAGES}.stages:forward_stage", required=True),
     Stage("backward", "Backward parity", f"{_STAGES}.stages:backward_stage", required=True),
     Stage("contract", "Backward contract", f"{_STAGES}.contract:contract_stage", required=True),
+    Stage("by_hand", "Derived by hand", f"{_STAGES}.by_hand:by_hand_stage"),
+    Stage("state", "Calls as in training", f"{_STAGES}.state:state_stage"),
     Stage("kinks", "Kink points", f"{_STAGES}.robustness:kinks_stage", _has_kinks),
     Stage("stability", "Domain and stability", f"{_STAGES}.robustness:stability_stage"),
-    Stage("state", "Calls as in training", f"{_STAGES}.state:state_stage"),
     Stage(
         "gradcheck", "gradcheck (float64)", f"{_STAGES}.gradcheck:gradcheck_stage", _wants_gradcheck
     ),
@@ -113,6 +114,7 @@ MISTAKES: dict[str, str] = {
     "scales_grad_output": "backward clips or rescales grad_output instead of multiplying by it",
     "ignores_an_upstream": "backward ignores one of the upstream gradients",
     "state_outside_ctx": "backward depends on something outside ctx and its inputs",
+    "missing_upstream": "backward fails when a loss uses only some outputs (an upstream gradient is None or zeros)",
     "derived_by_torch": "backward lets torch derive the gradient instead of deriving it by hand",
     "unknown": "it matches none of the classic mistakes (missing grad_output, sign, constant factor, transpose, batch sum, zeros, mask)",
 }

@@ -23,6 +23,8 @@ from typing import Any
 import torch
 
 from trainer.checking import transport, values
+from trainer.checking.learner.derivation import DerivationWatch
+from trainer.checking.learner.derivation import explain as explain_derivation
 from trainer.checking.learner.guard import NamespaceGuard
 from trainer.checking.learner.loading import (
     Expected,
@@ -68,6 +70,8 @@ class _Server:
             reply = self.double(request, blobs, reply_blobs)
         elif op == "train":
             reply = self.train(request, blobs, reply_blobs)
+        elif op == "by_hand":
+            reply = self.by_hand(request, blobs)
         elif op == "reset":
             self.handles.clear()
             reply = {}
@@ -160,6 +164,39 @@ class _Server:
             message, details = explain_learner_error(error, self.path, "backward")
             return {"error": {"message": message, "details": details}}
         return {"grads": values.encode(result, reply_blobs)}
+
+    def by_hand(self, request: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
+        """One forward and backward as autograd's engine runs them, and one backward
+        called directly, under a watch of what torch machinery they use."""
+        function_class = self.function_class
+        if function_class is None:
+            return {"error": {"message": "the class was not loaded", "details": []}}
+        args = _arguments(request, blobs)
+        upstream = list(values.decode(request["upstream"], blobs))  # type: ignore[call-overload]
+        findings = []
+        try:
+            for style in ("engine", "direct"):
+                fresh, leaves = _fresh(args)
+                with DerivationWatch(function_class) as watch:
+                    outputs = _outputs(function_class, fresh)
+                    if style == "engine":
+                        torch.autograd.grad(_loss(outputs, upstream), leaves, allow_unused=True)
+                    else:
+                        node = next(o.grad_fn for o in outputs if o.grad_fn is not None)
+                        with torch.no_grad():
+                            node.apply(*upstream)
+                findings.extend(watch.findings)
+        except BaseException as error:  # the learner's code may raise anything
+            message, details = explain_learner_error(error, self.path, "backward")
+            return {"error": {"message": message, "details": details}}
+        if not findings:
+            return {"findings": []}
+        message, details = explain_derivation(findings)
+        return {
+            "findings": sorted({f.call for f in findings}),
+            "message": message,
+            "details": details,
+        }
 
     def backward(
         self, request: dict[str, Any], blobs: list[bytes], reply_blobs: list[bytes]

@@ -213,24 +213,39 @@ def _state_mistake(text: str) -> dict[str, Any]:
     return {"mistake": "state_outside_ctx", "input": "", "text": text, "view": []}
 
 
-_SCENARIOS: tuple[tuple[Callable[[Checked, Run], Failure | None], str], ...] = (
-    (_repeated, f"in {REPEATED_CALLS} calls in a row with fresh values"),
-    (_one_graph, "with two calls in one graph (backward runs for the second call first)"),
-    (_retained, "with two backward passes over one graph (retain_graph=True)"),
-    (_accumulated, "with gradients accumulated over two steps"),
-    (_some_outputs, "with a loss that uses some outputs only"),
+# Each scenario, the words that introduce an error raised in it, and the mistake it suggests.
+_SCENARIOS: tuple[tuple[Callable[[Checked, Run], Failure | None], str, str], ...] = (
+    (_repeated, f"in {REPEATED_CALLS} calls in a row with fresh values", "state_outside_ctx"),
+    (
+        _one_graph,
+        "with two calls in one graph (backward runs for the second call first)",
+        "state_outside_ctx",
+    ),
+    (
+        _retained,
+        "with two backward passes over one graph (retain_graph=True)",
+        "state_outside_ctx",
+    ),
+    (_accumulated, "with gradients accumulated over two steps", "state_outside_ctx"),
+    (
+        _some_outputs,
+        "with a loss that uses some outputs only (the other upstream gradients are zeros, "
+        "or None after ctx.set_materialize_grads(False))",
+        "missing_upstream",
+    ),
 )
 
 
 def state_stage(checked: Checked) -> StageOutcome:
     run = next((r for r in checked.plan.runs if r.dtype == torch.float64), checked.plan.runs[0])
     failure: Failure | None = None
-    for step, words in _SCENARIOS:
+    for step, words, mistake in _SCENARIOS:
         try:
             failure = step(checked, run)
         except LearnerFault as fault:
             text = f"{words}, {fault.message}"
-            failure = Failure(run, text, fault.details, _state_mistake(text))
+            diagnosis = {"mistake": mistake, "input": "", "text": text, "view": []}
+            failure = Failure(run, text, fault.details, diagnosis)
         if failure is not None:
             break
     success = (

@@ -1,0 +1,533 @@
+"""A backward that lets torch derive the gradient is noticed; one that derives it is not.
+
+Every cheat below computes the right gradient of the sigmoid, so only the watch
+can tell it from an honest backward. Each runs two ways: the backward called
+directly with the ctx of a real forward (as the learner's process does), and
+driven by the autograd engine with the watch around forward and backward.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.grad
+from torch import Tensor
+from torch.autograd import forward_ad as fwAD
+from torch.overrides import _get_current_function_mode_stack
+from torch.utils._python_dispatch import (
+    _disable_current_modes,
+    _get_current_dispatch_mode_stack,
+    _pop_mode,
+)
+
+from trainer.checking.learner.derivation import DerivationFinding, DerivationWatch, explain
+from trainer.spec import TensorParam, load_exercise
+
+REPO = Path(__file__).resolve().parent.parent
+
+# torch's forward-mode AD warns about itself the first time it is used.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:`torch.jit.script` is deprecated:DeprecationWarning"
+)
+
+Backward = Callable[[Tensor, Tensor], Any]
+FunctionClass = type[torch.autograd.Function]
+
+
+def apply(function: FunctionClass, *args: Any) -> Any:
+    return function.apply(*args)  # type: ignore[no-untyped-call]
+
+
+def sigmoid_function(backward: Backward) -> FunctionClass:
+    """A sigmoid Function whose backward is ``backward(x, grad_output)``."""
+
+    class Sigmoid(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Tensor) -> Tensor:
+            ctx.save_for_backward(x)
+            return torch.sigmoid(x)
+
+        @staticmethod
+        def backward(ctx: Any, grad_output: Tensor) -> Any:
+            (x,) = ctx.saved_tensors
+            return backward(x, grad_output)
+
+    return Sigmoid
+
+
+def run(function: FunctionClass, style: str) -> list[DerivationFinding]:
+    """Call the Function's backward under a watch; check its gradient; return the findings."""
+    x = torch.linspace(-3, 3, 7, dtype=torch.float64, requires_grad=True)
+    grad_output = torch.linspace(-1, 1, 7, dtype=torch.float64)
+    if style == "direct":
+        # What a direct call needs: the ctx (grad_fn) of a real forward, kept alive.
+        output = apply(function, x)
+        with DerivationWatch(function) as watch:
+            result = function.backward(output.grad_fn, grad_output)
+        grad = result[0] if isinstance(result, tuple) else result
+        assert watch.calls == {"backward": 1}
+    else:
+        with DerivationWatch(function) as watch:
+            (grad,) = torch.autograd.grad(apply(function, x), x, grad_output)
+        assert watch.calls["backward"] == 1
+    s = torch.sigmoid(x.detach())
+    torch.testing.assert_close(grad, grad_output * s * (1 - s))
+    return watch.findings
+
+
+def calls(findings: list[DerivationFinding]) -> list[tuple[str, str]]:
+    return [(f.kind, f.call) for f in findings]
+
+
+@pytest.fixture(params=["direct", "engine"])
+def style(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+# Honest backwards ---------------------------------------------------------------
+
+
+def local_slope(s: Tensor) -> Tensor:
+    return s * (1 - s)
+
+
+def honest_formula(x: Tensor, g: Tensor) -> Tensor:
+    s = torch.sigmoid(x)
+    return g * s * (1 - s)
+
+
+def printing_tensors(x: Tensor, g: Tensor) -> Tensor:
+    with torch.enable_grad():  # a tensor with a grad_fn, which its repr shows
+        s = torch.sigmoid(x.detach().requires_grad_())
+    print(repr(s), str(g), f"{s}")
+    return g * local_slope(s.detach())
+
+
+def enable_grad_without_running_it(x: Tensor, g: Tensor) -> Tensor:
+    with torch.enable_grad():
+        leaf = x.detach().requires_grad_()
+        s = torch.sigmoid(leaf)
+    return g * local_slope(s.detach())
+
+
+class HandWrittenSlope(torch.autograd.Function):
+    """A helper Function with its own hand-written backward."""
+
+    @staticmethod
+    def forward(ctx: Any, s: Tensor) -> Tensor:
+        return s * (1 - s)
+
+    @staticmethod
+    def backward(ctx: Any, g: Tensor) -> Tensor:
+        raise AssertionError("never run inside the learner's backward")
+
+
+HONEST: dict[str, Backward] = {
+    "a plain formula": honest_formula,
+    "a helper function": lambda x, g: g * local_slope(torch.sigmoid(x)),
+    "exp and division": lambda x, g: g * torch.exp(-x) / (1 + torch.exp(-x)) ** 2,
+    "torch.where and einsum": lambda x, g: torch.where(
+        x > 50, torch.zeros_like(g), torch.einsum("i,i->i", g, local_slope(torch.sigmoid(x)))
+    ),
+    "matmul with a diagonal": lambda x, g: g @ torch.diag(local_slope(torch.sigmoid(x))),
+    "in-place ops on clones": lambda x, g: g.clone().mul_(
+        torch.sigmoid(x).clone().mul_(1 - torch.sigmoid(x))
+    ),
+    "softmax of a pair": lambda x, g: (
+        g * torch.softmax(torch.stack([x, torch.zeros_like(x)]), 0).prod(0)
+    ),
+    "torch.func.vmap as a loop": lambda x, g: torch.func.vmap(honest_formula)(x, g),
+    "printing tensors, one with a grad_fn": printing_tensors,
+    "an enable_grad block that builds a graph and never runs it": enable_grad_without_running_it,
+    "the apply of another custom Function": lambda x, g: (
+        g * apply(HandWrittenSlope, torch.sigmoid(x))
+    ),
+}
+
+
+@pytest.mark.parametrize("backward", HONEST.values(), ids=HONEST.keys())
+def test_a_backward_that_derives_the_gradient_is_not_flagged(
+    backward: Backward, style: str
+) -> None:
+    assert run(sigmoid_function(backward), style) == []
+
+
+def test_a_backward_run_with_create_graph_for_double_backward_is_not_flagged() -> None:
+    function = sigmoid_function(honest_formula)
+    x = torch.linspace(-3, 3, 7, dtype=torch.float64, requires_grad=True)
+    g = torch.linspace(-1, 1, 7, dtype=torch.float64)
+    with DerivationWatch(function) as watch:
+        (grad,) = torch.autograd.grad(apply(function, x), x, g, create_graph=True)
+        # The second pass runs the graph the learner's ops recorded: the
+        # caller's pass, outside the learner's methods.
+        (second,) = torch.autograd.grad(grad.sum(), x)
+    assert grad.requires_grad and second.shape == x.shape
+    assert watch.findings == []
+    assert watch.calls == {"forward": 1, "backward": 1}
+
+
+def test_torch_machinery_used_by_the_caller_around_the_methods_is_not_flagged() -> None:
+    function = sigmoid_function(honest_formula)
+    x = torch.linspace(-3, 3, 7, dtype=torch.float64, requires_grad=True)
+    with DerivationWatch(function) as watch:
+        apply(function, x).sum().backward()
+        torch.ops.aten.sigmoid_backward(torch.ones_like(x), torch.sigmoid(x.detach()))
+        torch.func.jacrev(torch.sigmoid)(x.detach())
+        torch.func.jvp(torch.sigmoid, (x.detach(),), (torch.ones_like(x),))
+    assert watch.findings == []
+    assert watch.calls == {"forward": 1, "backward": 1}
+
+
+def test_a_mode_the_backward_leaves_behind_is_not_tampering() -> None:
+    def backward(x: Tensor, g: Tensor) -> Tensor:
+        torch.set_default_device("cpu")  # pushes a torch-function mode for good
+        return honest_formula(x, g)
+
+    try:
+        assert run(sigmoid_function(backward), "direct") == []
+        assert [type(m).__name__ for m in _get_current_function_mode_stack()] == [  # type: ignore[no-untyped-call]
+            "DeviceContext"
+        ]
+    finally:
+        torch.set_default_device(None)
+
+
+# Cheating backwards -------------------------------------------------------------
+
+
+def autograd_grad_on_a_rerun_forward(x: Tensor, g: Tensor) -> Tensor:
+    with torch.enable_grad():
+        leaf = x.detach().requires_grad_()
+        return torch.autograd.grad(torch.sigmoid(leaf), leaf, g)[0]
+
+
+def tensor_backward_on_a_rerun_forward(x: Tensor, g: Tensor) -> Tensor | None:
+    with torch.enable_grad():
+        leaf = x.detach().requires_grad_()
+        torch.sigmoid(leaf).backward(g)  # type: ignore[no-untyped-call]
+    return leaf.grad
+
+
+def autograd_backward_on_a_rerun_forward(x: Tensor, g: Tensor) -> Tensor | None:
+    with torch.enable_grad():
+        leaf = x.detach().requires_grad_()
+        torch.autograd.backward(torch.sigmoid(leaf), g)
+    return leaf.grad
+
+
+def func_vjp(x: Tensor, g: Tensor) -> Tensor:
+    _, vjp_fn = torch.func.vjp(torch.sigmoid, x)[:2]
+    return vjp_fn(g)[0]  # type: ignore[no-any-return]
+
+
+def func_grad(x: Tensor, g: Tensor) -> Tensor:
+    return torch.func.grad(lambda t: (torch.sigmoid(t) * g).sum())(x)  # type: ignore[no-any-return]
+
+
+def func_grad_under_vmap(x: Tensor, g: Tensor) -> Tensor:
+    return torch.func.vmap(torch.func.grad(torch.sigmoid))(x) * g  # type: ignore[no-any-return]
+
+
+def jacrev(x: Tensor, g: Tensor) -> Tensor:
+    return g @ torch.func.jacrev(torch.sigmoid)(x)  # type: ignore[no-any-return]
+
+
+def jacfwd(x: Tensor, g: Tensor) -> Tensor:
+    return g @ torch.func.jacfwd(torch.sigmoid)(x)  # type: ignore[no-any-return]
+
+
+def func_jvp(x: Tensor, g: Tensor) -> Tensor:
+    return torch.func.jvp(torch.sigmoid, (x,), (g,))[1]  # type: ignore[no-any-return]
+
+
+def dual_tensors(x: Tensor, g: Tensor) -> Tensor:
+    with fwAD.dual_level():
+        dual = fwAD.make_dual(x, g)  # type: ignore[no-untyped-call]
+        return fwAD.unpack_dual(torch.sigmoid(dual)).tangent  # type: ignore[no-untyped-call, no-any-return]
+
+
+def functional_jacobian(x: Tensor, g: Tensor) -> Tensor:
+    return g @ torch.autograd.functional.jacobian(torch.sigmoid, x)  # type: ignore[no-untyped-call, no-any-return]
+
+
+def sigmoid_backward_kernel(x: Tensor, g: Tensor) -> Tensor:
+    return torch.ops.aten.sigmoid_backward(g, torch.sigmoid(x))  # type: ignore[no-any-return]
+
+
+def softmax_backward_data(x: Tensor, g: Tensor) -> Tensor:
+    # softmax over the pair (x, 0) is (sigmoid(x), 1 - sigmoid(x)).
+    pair = torch.stack([x, torch.zeros_like(x)])
+    upstream = torch.stack([g, torch.zeros_like(g)])
+    return torch._softmax_backward_data(upstream, torch.softmax(pair, 0), 0, x.dtype)[0]
+
+
+def conv_grad_helper(x: Tensor, g: Tensor) -> Tensor:
+    # A 1-wide convolution by 1 has the identity as its input gradient.
+    grad_input: Tensor = torch.nn.grad.conv1d_input(  # type: ignore[no-untyped-call]
+        [1, 1, x.numel()], torch.ones(1, 1, 1, dtype=x.dtype), g.view(1, 1, -1)
+    )
+    return grad_input.view(-1) * local_slope(torch.sigmoid(x))
+
+
+def calling_a_recorded_node(x: Tensor, g: Tensor) -> Any:
+    # A MulBackward0 node: its formula is a plain mul, no backward kernel.
+    with torch.enable_grad():
+        leaf = x.detach().requires_grad_()
+        node = (leaf * local_slope(torch.sigmoid(x))).grad_fn
+    assert node is not None
+    return node(g)  # type: ignore[operator]
+
+
+def a_pass_with_the_watch_switched_off(x: Tensor, g: Tensor) -> Tensor:
+    with _disable_current_modes():
+        return autograd_grad_on_a_rerun_forward(x, g)
+
+
+def a_pass_in_another_thread(x: Tensor, g: Tensor) -> Tensor:
+    results = []
+    thread = threading.Thread(target=lambda: results.append(autograd_grad_on_a_rerun_forward(x, g)))
+    thread.start()
+    thread.join()
+    return results[0]
+
+
+CHEATS: dict[str, tuple[Backward, str, str]] = {
+    "torch.autograd.grad on a re-run forward": (
+        autograd_grad_on_a_rerun_forward,
+        "engine",
+        "torch.autograd.grad",
+    ),
+    "Tensor.backward on a re-run forward": (
+        tensor_backward_on_a_rerun_forward,
+        "engine",
+        "Tensor.backward",
+    ),
+    "torch.autograd.backward on a re-run forward": (
+        autograd_backward_on_a_rerun_forward,
+        "engine",
+        "torch.autograd.backward",
+    ),
+    "torch.func.vjp": (func_vjp, "engine", "torch.func.vjp"),
+    "torch.func.grad": (func_grad, "engine", "torch.func.grad"),
+    "torch.func.grad under vmap": (func_grad_under_vmap, "engine", "torch.func.grad"),
+    "torch.func.jacrev": (jacrev, "engine", "torch.func.jacrev"),
+    "torch.autograd.functional.jacobian": (
+        functional_jacobian,
+        "engine",
+        "torch.autograd.functional.jacobian",
+    ),
+    "torch.func.jacfwd": (jacfwd, "forward_ad", "torch.func.jacfwd"),
+    "torch.func.jvp": (func_jvp, "forward_ad", "torch.func.jvp"),
+    "forward-mode dual tensors": (
+        dual_tensors,
+        "forward_ad",
+        "torch.autograd.forward_ad.make_dual",
+    ),
+    "aten.sigmoid_backward": (sigmoid_backward_kernel, "kernel", "aten.sigmoid_backward"),
+    "torch._softmax_backward_data": (
+        softmax_backward_data,
+        "kernel",
+        "aten._softmax_backward_data",
+    ),
+    "torch.nn.grad.conv1d_input": (conv_grad_helper, "kernel", "torch.nn.grad.conv1d_input"),
+    "a backward pass with the watch switched off": (
+        a_pass_with_the_watch_switched_off,
+        "engine",
+        "autograd backward pass",
+    ),
+    "a backward pass in another thread": (
+        a_pass_in_another_thread,
+        "engine",
+        "autograd backward pass",
+    ),
+}
+
+
+@pytest.mark.parametrize(("backward", "kind", "call"), CHEATS.values(), ids=CHEATS.keys())
+def test_a_backward_that_lets_torch_derive_the_gradient_is_flagged_with_the_call_it_used(
+    backward: Backward, kind: str, call: str, style: str
+) -> None:
+    findings = run(sigmoid_function(backward), style)
+    assert calls(findings)[0] == (kind, call), findings
+    assert all(f.method == "backward" for f in findings)
+
+
+def test_a_node_of_a_recorded_graph_called_by_hand_is_flagged() -> None:
+    # Only outside the engine: inside it, a node of another graph computes nothing.
+    assert calls(run(sigmoid_function(calling_a_recorded_node), "direct")) == [
+        ("graph", "Tensor.grad_fn")
+    ]
+
+
+def test_a_graph_recorded_in_forward_and_run_in_backward_is_flagged(style: str) -> None:
+    class Sigmoid(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Tensor) -> Tensor:
+            with torch.enable_grad():
+                ctx.leaf = x.detach().requires_grad_()
+                ctx.out = torch.sigmoid(ctx.leaf)
+            return ctx.out.detach()  # type: ignore[no-any-return]
+
+        @staticmethod
+        def backward(ctx: Any, g: Tensor) -> Tensor:
+            return torch.autograd.grad(ctx.out, ctx.leaf, g)[0]  # type: ignore[no-any-return]
+
+    assert calls(run(Sigmoid, style)) == [("engine", "torch.autograd.grad")]
+
+
+def test_a_gradient_computed_in_a_watched_forward_is_flagged_there() -> None:
+    class Sigmoid(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Tensor) -> Tensor:
+            ctx.slope = autograd_grad_on_a_rerun_forward(x, torch.ones_like(x))
+            return torch.sigmoid(x)
+
+        @staticmethod
+        def backward(ctx: Any, g: Tensor) -> Tensor:
+            return g * ctx.slope  # type: ignore[no-any-return]
+
+    findings = run(Sigmoid, "engine")
+    assert [(f.kind, f.call, f.method) for f in findings] == [
+        ("engine", "torch.autograd.grad", "forward")
+    ]
+
+
+def test_a_backward_written_as_vjp_and_a_setup_context_forward_are_watched() -> None:
+    class Sigmoid(torch.autograd.Function):
+        @staticmethod
+        def forward(x: Tensor) -> Tensor:
+            return torch.sigmoid(x)
+
+        @staticmethod
+        def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+            ctx.save_for_backward(inputs[0])
+
+        @staticmethod
+        def vjp(ctx: Any, g: Tensor) -> Tensor:
+            (x,) = ctx.saved_tensors
+            return sigmoid_backward_kernel(x, g)
+
+    x = torch.linspace(-3, 3, 7, dtype=torch.float64, requires_grad=True)
+    with DerivationWatch(Sigmoid) as watch:
+        torch.autograd.grad(apply(Sigmoid, x), x, torch.ones_like(x))
+    assert calls(watch.findings) == [("kernel", "aten.sigmoid_backward")]
+    assert watch.calls == {"forward": 1, "setup_context": 1, "vjp": 1}
+
+
+# The watch itself ---------------------------------------------------------------
+
+
+def test_the_watch_leaves_the_class_and_torch_as_it_found_them() -> None:
+    function = sigmoid_function(autograd_grad_on_a_rerun_forward)
+    before = dict(vars(function))
+    run(function, "engine")
+    assert dict(vars(function)) == before
+    assert _get_current_dispatch_mode_stack() == []
+    assert _get_current_function_mode_stack() == []  # type: ignore[no-untyped-call]
+
+
+def test_a_backward_that_puts_the_unwatched_method_back_is_reported() -> None:
+    def backward(x: Tensor, g: Tensor) -> Tensor:
+        unwatched = Sigmoid.backward.__wrapped__  # type: ignore[attr-defined]
+        Sigmoid.backward = staticmethod(unwatched)  # type: ignore[method-assign]
+        return honest_formula(x, g)
+
+    Sigmoid = sigmoid_function(backward)
+    assert calls(run(Sigmoid, "direct")) == [("tamper", "the derivation watch")]
+
+
+def test_a_backward_that_removes_the_watch_is_reported_and_torch_is_left_usable() -> None:
+    def backward(x: Tensor, g: Tensor) -> Tensor:
+        _pop_mode()  # the watch's dispatch mode, the innermost one
+        return honest_formula(x, g)
+
+    assert calls(run(sigmoid_function(backward), "direct")) == [("tamper", "the derivation watch")]
+    assert _get_current_dispatch_mode_stack() == []
+    assert _get_current_function_mode_stack() == []  # type: ignore[no-untyped-call]
+
+
+def test_a_watch_watches_one_block() -> None:
+    watch = DerivationWatch(sigmoid_function(honest_formula))
+    with watch:
+        pass
+    with pytest.raises(RuntimeError, match="one block"), watch:
+        pass
+
+
+def test_the_explanation_names_the_call_and_asks_for_a_derivation() -> None:
+    findings = run(sigmoid_function(func_vjp), "direct")
+    message, details = explain(findings)
+    assert "torch.func.vjp" in message
+    assert "derive the gradient yourself" in message
+    assert details[0].startswith("torch.func.vjp (in backward): ")
+    assert "torch.func.vmap" in details[-1]
+
+
+# Every reference solution -----------------------------------------------------------
+
+
+def _reference_solutions() -> list[Path]:
+    solutions = REPO / "solutions"
+    return sorted(solutions.glob("*.py")) + sorted((solutions / "wrong").glob("*/*.py"))
+
+
+def _load(path: Path) -> tuple[FunctionClass, list[Any]]:
+    """The solution's Function class and arguments for the exercise's first case."""
+    exercise_id = path.stem if path.parent.name == "solutions" else path.parent.name
+    exercise = load_exercise(REPO / "exercises" / f"{exercise_id}.yaml")
+    spec = importlib.util.spec_from_file_location(f"reference_{exercise_id}_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    torch.manual_seed(0)
+    args: list[Any] = []
+    for param in exercise.parameters:
+        value: Any = exercise.cases[0].values[param.name]
+        if isinstance(param, TensorParam) and param.is_float:
+            tensor = torch.empty(value, dtype=torch.float64).uniform_(param.low, param.high)
+            args.append(tensor.requires_grad_(param.requires_grad))
+        elif isinstance(param, TensorParam):
+            args.append(torch.randint(int(param.low), int(param.high), value))
+        else:
+            args.append(value)
+    return getattr(module, exercise.class_name), args
+
+
+@pytest.mark.parametrize(
+    "path",
+    _reference_solutions(),
+    ids=[str(p.relative_to(REPO / "solutions")) for p in _reference_solutions()],
+)
+def test_no_reference_solution_right_or_wrong_is_flagged(path: Path, style: str) -> None:
+    function, args = _load(path)
+    inputs = [a for a in args if isinstance(a, Tensor) and a.requires_grad]
+    # Some wrong solutions fail in forward or backward: only what they use matters here.
+    if style == "direct":
+        try:
+            outputs = apply(function, *args)
+        except Exception:
+            pytest.skip("this wrong solution fails in forward")
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        ctx = next(o.grad_fn for o in outputs if o.grad_fn is not None)
+        grads = [torch.ones_like(o) for o in outputs]
+        with DerivationWatch(function) as watch, contextlib.suppress(Exception):
+            function.backward(ctx, *grads)
+        assert watch.calls == {"backward": 1}
+    else:
+        # Engine-driven, with create_graph as for a double backward.
+        with DerivationWatch(function) as watch, contextlib.suppress(Exception):
+            outputs = apply(function, *args)
+            outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+            grads = [torch.ones_like(o) for o in outputs]
+            torch.autograd.grad(outputs, inputs, grads, create_graph=True, allow_unused=True)
+        assert watch.calls.get("forward") == 1
+        if path.parent.name == "solutions":  # a right solution: its backward ran too
+            assert watch.calls.get("backward") == 1
+    assert watch.findings == []

@@ -1,0 +1,60 @@
+"""The "derived by hand" stage: torch's autograd must not compute the gradient for you.
+
+A backward that re-runs the forward under ``torch.enable_grad`` and calls
+``torch.autograd.grad``, or calls ``torch.func.vjp``, ``jacrev`` or one of
+torch's own ``*_backward`` kernels, gets every value right without deriving
+anything. The learner's process runs one forward and backward through the
+engine and one direct backward call under a watch
+(:mod:`trainer.checking.learner.derivation`, where the calls that count are
+listed), and reports what torch machinery they used.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from trainer.checking import values
+from trainer.checking.trusted.proxy import LearnerFault
+from trainer.checking.trusted.stages import FAIL, PASS, Checked, StageOutcome, explain
+
+
+def by_hand_stage(checked: Checked) -> StageOutcome:
+    runs = [r for r in checked.plan.runs if r.dtype == torch.float64][:2] or list(
+        checked.plan.runs[:1]
+    )
+    for run in runs:
+        names = run.grad_names()
+        blobs: list[bytes] = []
+        request = {
+            "op": "by_hand",
+            "args": values.encode(list(run.args), blobs),
+            "requires_grad": [p.name in names for p in run.params],
+            "upstream": values.encode(list(run.upstream), blobs),
+        }
+        reply, _ = checked.sandbox.call(request, blobs)
+        error = reply.get("error")
+        if isinstance(error, dict):
+            details = error.get("details", [])
+            message, more = explain(
+                LearnerFault(
+                    str(error.get("message")),
+                    [str(d) for d in details] if isinstance(details, list) else [],
+                ),
+                "backward",
+            )
+            return StageOutcome(FAIL, message, more)
+        findings = reply.get("findings")
+        if isinstance(findings, list) and findings:
+            text = str(reply.get("message", "backward lets torch derive the gradient"))
+            details = reply.get("details", [])
+            return StageOutcome(
+                FAIL,
+                text,
+                [str(d) for d in details] if isinstance(details, list) else [],
+                {"mistake": "derived_by_torch", "input": "", "text": text, "view": []},
+            )
+    return StageOutcome(
+        PASS,
+        "forward and backward compute the gradient with ordinary tensor operations: no "
+        "autograd, torch.func transform or torch backward kernel derives it for you",
+    )
