@@ -118,11 +118,36 @@ def import_source(source: str, path: Path) -> ModuleType:
             learner_traceback(error, path)[-4:],
         ) from None
     except BaseException as error:  # the learner's code may raise anything
+        what = (
+            out_of_memory_words()
+            if _out_of_memory(error)
+            else f"raised {describe_exception(error)}"
+        )
         raise LearnerProblem(
-            f"importing {path.name} raised {describe_exception(error)}",
-            learner_traceback(error, path),
+            f"importing {path.name} {what}", learner_traceback(error, path)
         ) from None
     return module
+
+
+# The cap on this process's memory, in MiB above what torch maps (set by the
+# zygote; None when there is none), for the words of an out-of-memory error.
+MEMORY_LIMIT_MB: int | None = None
+
+
+def _out_of_memory(error: BaseException) -> bool:
+    return isinstance(error, MemoryError) or "can't allocate memory" in str(error)
+
+
+def out_of_memory_words() -> str:
+    cap = (
+        f"the check's cap of {MEMORY_LIMIT_MB} MiB above what torch itself uses"
+        if MEMORY_LIMIT_MB
+        else "the memory this machine has"
+    )
+    return (
+        f"ran out of memory: it asked for more than {cap} (raise the cap with "
+        "--memory-limit if that much is really needed)"
+    )
 
 
 def _user_attribute(klass: type, name: str) -> Any:
@@ -245,12 +270,8 @@ def explain_learner_error(error: BaseException, path: Path, during: str) -> tupl
                 f"Write it in {path.name}, then run `trainer check` again.",
                 [],
             )
-    if isinstance(error, MemoryError) or "can't allocate memory" in str(error):
-        return (
-            f"{during} ran out of memory: it asked for more than the check allows "
-            "(raise the cap with --memory-limit if that much is really needed)",
-            frames,
-        )
+    if _out_of_memory(error):
+        return f"{during} {out_of_memory_words()}", frames
     if isinstance(error, SystemExit):
         return f"your code called sys.exit({error.code!r}) during {during}", frames
     if isinstance(error, RecursionError):

@@ -59,6 +59,8 @@ class Checked:
     # Bytes the reference solution saves for backward, per run label (for advice).
     reference_saved: dict[str, int] = field(default_factory=dict)
     double_backward: bool = False
+    # Validation only needs the first failing stage: the rest are skipped.
+    stop_after_failure: bool = False
 
 
 @dataclass
@@ -369,6 +371,8 @@ def run_stages(checked: Checked, report: Reporter) -> None:
         outcome = report(stage.id, functools.partial(_once, said, stage, sandbox, run))
         if stage.id == "load" and not outcome.passed:
             blocked = "the file did not load"
+        elif checked.stop_after_failure and outcome.verdict == FAIL:
+            blocked = "an earlier stage failed (this run stops at the first failure)"
         if sandbox.alive:
             sandbox.reset()
 
