@@ -304,7 +304,8 @@ def _run_job(
     launched = service.launch(job)
     collected = _Collected()
     try:
-        timed_out = _collect(launched, token, collected, started + timeout)
+        # The limit is for the check itself, not for starting the server.
+        timed_out = _collect(launched, token, collected, time.monotonic() + timeout)
     finally:
         # Whatever is still running ends with the check: the checker's group, and
         # with it (the zygote sees the checker go) the learner's process.

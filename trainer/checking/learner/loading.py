@@ -227,7 +227,9 @@ def find_function_class(
     uses_setup_context = _user_attribute(candidate, "setup_context") is not None
     params = list(exercise.param_names)
     grads = (
-        [f"grad_{i}" for i in range(exercise.outputs)] if exercise.outputs > 1 else ["grad_output"]
+        [f"grad_out{i + 1}" for i in range(exercise.outputs)]
+        if exercise.outputs > 1
+        else ["grad_output"]
     )
     expected = {
         "forward": params if uses_setup_context else ["ctx", *params],

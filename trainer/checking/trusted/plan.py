@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import builtins
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -19,6 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from trainer.spec import Case, CaseValue, Exercise, ScalarParam, TensorParam, Tolerance
+from trainer.vocabulary import MISTAKES
 
 DTYPES = (torch.float32, torch.float64)
 SMALL = 2_000  # elements: runs larger than this skip gradcheck, kinks and double backward
@@ -51,6 +52,8 @@ class Run:
     # error against float64, and rounding at the scale of the whole tensor.
     outputs_slack: tuple[torch.Tensor, ...] = ()
     grads_slack: dict[str, torch.Tensor] = field(default_factory=dict)
+    # Wrong gradients known by name, for the diagnosis: input -> mistake -> (words, tensor).
+    known_wrong: dict[str, dict[str, tuple[str, torch.Tensor]]] = field(default_factory=dict)
 
     @property
     def numel(self) -> int:
@@ -168,10 +171,15 @@ def make_tensor(
 
 
 def _stated_gradients(
-    exercise: Exercise, args: Sequence[object], upstream: tuple[torch.Tensor, ...]
+    exercise: Exercise,
+    args: Sequence[object],
+    upstream: tuple[torch.Tensor, ...],
+    expressions: Mapping[str, str] | None = None,
 ) -> dict[str, torch.Tensor]:
-    """The spec's own gradient expressions, where autograd of the reference is not the target."""
-    if not exercise.expected_gradient:
+    """The spec's own gradient expressions, where autograd of the reference is not the
+    target (or, with ``expressions``, the wrong gradients of a declared mistake)."""
+    expressions = exercise.expected_gradient if expressions is None else expressions
+    if not expressions:
         return {}
     env = {"torch": torch, "F": F, "math": math, "__builtins__": builtins}
     local: dict[str, object] = {
@@ -181,7 +189,7 @@ def _stated_gradients(
     local["grad_output"] = upstream[0]
     local["grad_outputs"] = upstream
     stated = {}
-    for name, expression in exercise.expected_gradient.items():
+    for name, expression in expressions.items():
         value = eval(expression, env, local)
         if not isinstance(value, torch.Tensor):
             raise ValueError(f"expected_gradient.{name} does not give a tensor")
@@ -528,6 +536,21 @@ def _run(
     tolerance = (
         exercise.tolerances.float32 if dtype == torch.float32 else exercise.tolerances.float64
     )
+    known_wrong: dict[str, dict[str, tuple[str, torch.Tensor]]] = {}
+    for mistake, declared in exercise.mistakes.items():
+        for name, wrong in _stated_gradients(exercise, live, upstream, declared.gradient).items():
+            known_wrong.setdefault(name, {})[mistake] = (declared.words, wrong)
+    if len(outputs) > 1:  # a backward that ignores one of the upstream gradients
+        for ignored in range(len(outputs)):
+            partial = tuple(
+                torch.zeros_like(u) if index == ignored else u for index, u in enumerate(upstream)
+            )
+            words = (
+                f"{MISTAKES['ignores_an_upstream']}: the gradient is what it would be if "
+                f"output {ignored + 1} were not used (grad_out{ignored + 1} is ignored)"
+            )
+            for name, wrong in gradients(partial).items():
+                known_wrong.setdefault(name, {})["ignores_an_upstream"] = (words, wrong)
     return Run(
         case=case,
         dtype=dtype,
@@ -540,6 +563,7 @@ def _run(
         upstream_other=upstream_other,
         expected_grads_other=gradients(upstream_other),
         expected_grads_ones=gradients(tuple(torch.ones_like(o) for o in outputs)),
+        known_wrong=known_wrong,
     )
 
 

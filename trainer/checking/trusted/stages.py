@@ -178,7 +178,10 @@ def apply(function_class: type[torch.autograd.Function], args: list[object]) -> 
 
 
 def output_name(exercise: Exercise, index: int) -> str:
-    return "the output" if exercise.outputs == 1 else f"output {index}"
+    """Outputs counted from 1, with the name the stubs give their upstream gradient."""
+    if exercise.outputs == 1:
+        return "the output"
+    return f"output {index + 1} (the one grad_out{index + 1} belongs to)"
 
 
 def call_forward(
@@ -292,6 +295,7 @@ def compare_gradients(
             expected_other=run.expected_grads_other[name],
             got_other=got_other,
             upstream=run.upstream[0] if len(run.upstream) == 1 else None,
+            known=run.known_wrong.get(name),
             rtol=max(run.tolerance.rtol * 100, 1e-4),
             atol=max(run.tolerance.atol * 100, 1e-6),
         )
