@@ -100,6 +100,7 @@ def run(job: dict[str, Any], result_fd: int, zygote: socket.socket, plan: Any = 
             details=outcome.details,
             seconds=round(time.monotonic() - started, 4),
             diagnosis=outcome.diagnosis,
+            pictures=outcome.pictures,
         )
         channel.send(type="stage-end", result=result.to_dict(), notes=outcome.notes)
         return outcome

@@ -118,6 +118,11 @@ class Plan:
     # Values across each tensor's domain on a log scale, upstream gradients from
     # 1e-3 to 1e3: every case, in both dtypes.
     domain_runs: tuple[Run, ...] = ()
+    # Each output element depends on the same element of each input only: the
+    # learner's gradient can be drawn as a slope against the input, over this run
+    # of evenly spaced inputs.
+    elementwise: bool = False
+    picture_run: Run | None = None
 
     @property
     def gradcheck_runs(self) -> tuple[Run, ...]:
@@ -146,6 +151,18 @@ def int_high(param: TensorParam, case: Case) -> int:
         for name, value in case.values.items()
     }
     return int(eval(param.high_expression, {"math": math, "__builtins__": {}}, scope))
+
+
+def kink_values(exercise: Exercise, run: Run) -> dict[str, list[tuple[float, str]]]:
+    """Each kinked input's kinks in this run: (value, the spec's expression)."""
+    scalars = {
+        p.name: run.case.values[p.name] for p in exercise.parameters if isinstance(p, ScalarParam)
+    }
+    return {
+        p.name: list(zip(_kink_points(p, scalars), p.kinks, strict=True))
+        for p in exercise.parameters
+        if isinstance(p, TensorParam) and p.kinks
+    }
 
 
 def make_tensor(
@@ -259,7 +276,10 @@ def build_plan(exercise: Exercise, seed: int) -> Plan:
         )
         for _ in range(STATE_VALUE_SETS)
     )
+    elementwise = _is_elementwise(exercise, runs[0])
     return Plan(
+        elementwise=elementwise,
+        picture_run=_picture_run(exercise, generator) if elementwise else None,
         runs=tuple(runs),
         kink_runs=kink_runs,
         state_runs=state_runs,
@@ -268,6 +288,65 @@ def build_plan(exercise: Exercise, seed: int) -> Plan:
             _stability_run(exercise, index, generator) for index in range(len(exercise.stability))
         ),
     )
+
+
+PICTURE_POINTS = 241
+
+
+def _picture_run(exercise: Exercise, generator: torch.Generator) -> Run:
+    """The first case's arguments with every float tensor evenly spaced over [low, high]."""
+    case = exercise.cases[0]
+    args: list[object] = []
+    values: dict[str, CaseValue] = {}
+    for param in exercise.parameters:
+        if isinstance(param, TensorParam):
+            values[param.name] = (PICTURE_POINTS,)
+            if param.is_float:
+                args.append(
+                    torch.linspace(param.low, param.high, PICTURE_POINTS, dtype=torch.float64)
+                )
+            else:
+                args.append(
+                    make_tensor(param, (PICTURE_POINTS,), {}, generator, int_high(param, case))
+                )
+        else:
+            values[param.name] = case.values[param.name]
+            args.append(case.values[param.name])
+    return _run(exercise, Case(values=values), torch.float64, tuple(args), generator)
+
+
+def _is_elementwise(exercise: Exercise, run: Run) -> bool:
+    """One output, shaped like every input that needs a gradient, and a nudge of one
+    input element moves that output element alone."""
+    if exercise.outputs != 1 or run.expected_outputs[0].numel() < 2:
+        return False
+    shape = run.expected_outputs[0].shape
+    positions = [
+        i
+        for i, (p, a) in enumerate(zip(run.params, run.args, strict=True))
+        if isinstance(p, TensorParam) and p.requires_grad
+    ]
+    for position in positions:
+        value = run.args[position]
+        if not isinstance(value, torch.Tensor) or value.shape != shape:
+            return False
+        nudged = list(run.args)
+        moved = value.clone().to(torch.float64)
+        moved.reshape(-1)[0] += 1e-3
+        nudged[position] = moved
+        nudged = [
+            a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+            for a in nudged
+        ]
+        with torch.no_grad():
+            base = [
+                a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                for a in run.args
+            ]
+            change = evaluate_reference(exercise, nudged)[0] - evaluate_reference(exercise, base)[0]
+        if bool((change.reshape(-1)[1:] != 0).any()):
+            return False
+    return True
 
 
 def _kink_run(exercise: Exercise, run: Run, generator: torch.Generator) -> list[KinkRun]:

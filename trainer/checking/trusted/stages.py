@@ -41,6 +41,7 @@ class StageOutcome:
     details: list[str] = field(default_factory=list)
     diagnosis: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)  # advice that does not fail the check
+    pictures: list[dict[str, Any]] = field(default_factory=list)  # of a wrong gradient
 
     @property
     def passed(self) -> bool:
@@ -71,6 +72,7 @@ class Failure:
     message: str
     details: list[str] = field(default_factory=list)
     diagnosis: dict[str, Any] | None = None
+    pictures: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def same_for_every_run(self) -> bool:
@@ -83,7 +85,9 @@ def summarise(failures: list[Failure], total: int, success: str) -> StageOutcome
         return StageOutcome(PASS, success)
     first = failures[0]
     if first.same_for_every_run or first.run is None:
-        return StageOutcome(FAIL, first.message, list(first.details), first.diagnosis)
+        return StageOutcome(
+            FAIL, first.message, list(first.details), first.diagnosis, pictures=first.pictures
+        )
     message = f"{first.message} (for {first.run.label})"
     details = list(first.details)
     if len(failures) == total and total > 1:
@@ -92,7 +96,7 @@ def summarise(failures: list[Failure], total: int, success: str) -> StageOutcome
         others = "; ".join(f.run.label for f in failures[1:4] if f.run is not None)
         more = f" and {len(failures) - 4} more" if len(failures) > 4 else ""
         details.append(f"also fails for {others}{more} ({len(failures)} of {total} runs)")
-    return StageOutcome(FAIL, message, details, first.diagnosis)
+    return StageOutcome(FAIL, message, details, first.diagnosis, pictures=first.pictures)
 
 
 _COUNT = re.compile(r"returned an incorrect number of gradients \(expected (\d+), got (\d+)\)")
@@ -319,6 +323,8 @@ def backward_stage(checked: Checked) -> StageOutcome:
             continue
         failure = compare_gradients(function_class, run, exercise, grads, run.expected_grads)
         if failure:
+            if not failures:
+                failure.pictures = draw(checked, run, grads, failure.diagnosis)
             failures.append(failure)
     names = ", ".join(f"`{n}`" for n in plan.runs[0].grad_names())
     target = (
@@ -333,6 +339,41 @@ def backward_stage(checked: Checked) -> StageOutcome:
         len(plan.runs),
         f"gradients for {names} match {target} on {len(plan.runs)} runs with random upstream gradients",
     )
+
+
+def draw(
+    checked: Checked,
+    run: Run,
+    grads: dict[str, torch.Tensor | None],
+    diagnosis: dict[str, Any] | None,
+    only_wrong: bool = True,
+) -> list[dict[str, Any]]:
+    """Pictures of the learner's gradients against the right ones (plain data, a few kB)."""
+    from trainer.checking.trusted.pictures import gradient_pictures
+    from trainer.checking.trusted.plan import kink_values
+
+    mistakes = {str(diagnosis["input"]): str(diagnosis["mistake"])} if diagnosis else {}
+    dense = checked.plan.picture_run
+    if dense is not None:  # a curve over evenly spaced inputs reads better than random points
+        dense_grads = learner_gradients(checked.function_class, dense, checked.exercise)
+        if isinstance(dense_grads, dict):
+            run, grads = dense, dense_grads
+    try:
+        pictures = gradient_pictures(
+            {p.name: a for p, a in zip(run.params, run.args, strict=True)},
+            run.expected_grads,
+            grads,
+            run.upstream[0] if len(run.upstream) == 1 else None,
+            elementwise=checked.plan.elementwise,
+            rtol=run.tolerance.rtol,
+            atol=run.tolerance.atol,
+            kinks=kink_values(checked.exercise, run),
+            mistakes=mistakes,
+            only_wrong=only_wrong,
+        )
+    except Exception:  # a picture is optional; the verdict stands without it
+        return []
+    return [dict(p) for p in pictures]
 
 
 def _lines(*lines: str) -> list[str]:
