@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.checking import transport
-from trainer.checking.report import StageResult, Verdict
+from trainer.checking.report import StageResult
 from trainer.spec import Exercise, exercise_from_mapping
 
 
@@ -95,7 +95,7 @@ def run(job: dict[str, Any], result_fd: int, zygote: socket.socket, plan: Any = 
             raise SystemExit(0) from None
         result = StageResult(
             id=stage,
-            verdict=Verdict(outcome.verdict),
+            verdict=outcome.verdict,
             message=outcome.message,
             details=outcome.details,
             seconds=round(time.monotonic() - started, 4),

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from trainer.checking.trusted.numeric import one_sided_slopes
 from trainer.spec import Case, CaseValue, Exercise, ScalarParam, TensorParam, Tolerance
 from trainer.vocabulary import MISTAKES
 
@@ -394,23 +395,20 @@ def _one_sided_slopes(
 ) -> tuple[float, float]:
     """The left and right derivatives of an element-wise function at one element, in order
     (in float64 whatever the run's dtype: the step is below float32's resolution)."""
-    step = 1e-7
-    values = []
-    for shift in (-step, 0.0, step):
-        shifted = [
-            a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-            for a in args
-        ]
-        shifted = [a.clone() if isinstance(a, torch.Tensor) else a for a in shifted]
-        tensor = shifted[position]
-        assert isinstance(tensor, torch.Tensor)
-        tensor.reshape(-1)[flat_index] += shift
+    wide = [
+        a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+        for a in args
+    ]
+    point = wide[position]
+    assert isinstance(point, torch.Tensor)
+
+    def output(moved: torch.Tensor) -> torch.Tensor:
+        call = list(wide)
+        call[position] = moved
         with torch.no_grad():
-            output = evaluate_reference(exercise, shifted)[0]
-        values.append(float(output.reshape(-1)[flat_index]))
-    left = (values[1] - values[0]) / step
-    right = (values[2] - values[1]) / step
-    return min(left, right), max(left, right)
+            return evaluate_reference(exercise, call)[0]
+
+    return one_sided_slopes(output, point, flat_index, 1e-7)
 
 
 def _log_scale(

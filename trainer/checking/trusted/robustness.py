@@ -6,6 +6,7 @@ import torch
 
 from trainer.checking import values
 from trainer.checking.trusted.compare import Mismatch, compare_tensor
+from trainer.checking.trusted.numeric import central_differences
 from trainer.checking.trusted.plan import DTYPE_NAMES, KinkRun, Run
 from trainer.checking.trusted.proxy import LearnerFault, forward_outputs
 from trainer.checking.trusted.stages import (
@@ -268,16 +269,13 @@ def _double_backward_failure(checked: Checked, run: Run) -> Failure | None:
     for slot, position in enumerate(positions):
         base = args[position]
         assert isinstance(base, torch.Tensor)
-        numerical = torch.zeros_like(base).reshape(-1)
-        for element in range(base.numel()):
-            shifted_dots = []
-            for sign in (1.0, -1.0):
-                shifted = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
-                tensor = shifted[position]
-                assert isinstance(tensor, torch.Tensor)
-                tensor.reshape(-1)[element] += sign * eps
-                shifted_dots.append(first_order_dot(shifted))
-            numerical[element] = (shifted_dots[0] - shifted_dots[1]) / (2 * eps)
+
+        def dot_at(moved: torch.Tensor, position: int = position) -> torch.Tensor:
+            shifted = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
+            shifted[position] = moved
+            return torch.tensor(first_order_dot(shifted), dtype=torch.float64)
+
+        numerical = central_differences(dot_at, base, eps).reshape(-1)
         got = analytical[slot] if slot < len(analytical) else None
         if not isinstance(got, torch.Tensor):
             got = torch.zeros_like(base)

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from trainer.checking.learner.loading import NOT_WRITTEN, describe_exception
+from trainer.checking.report import Verdict
 from trainer.checking.trusted.compare import compare_tensor, shape_text
 from trainer.checking.trusted.diagnosis import diagnose, view_lines
 from trainer.checking.trusted.plan import Plan, Run
@@ -31,12 +32,13 @@ from trainer.checking.trusted.proxy import (
 from trainer.spec import Exercise
 from trainer.vocabulary import Stage, stages_for
 
-PASS, FAIL, SKIP = "pass", "fail", "skip"
+# One verdict type for the checker and the report.
+PASS, FAIL, SKIP = Verdict.PASS, Verdict.FAIL, Verdict.SKIP
 
 
 @dataclass
 class StageOutcome:
-    verdict: str
+    verdict: Verdict
     message: str
     details: list[str] = field(default_factory=list)
     diagnosis: dict[str, Any] | None = None
