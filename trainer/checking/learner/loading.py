@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from trainer.checking.wording import NOT_WRITTEN, describe_exception
+
 
 @dataclass(frozen=True)
 class Expected:
@@ -53,13 +55,6 @@ def learner_traceback(error: BaseException, path: Path) -> list[str]:
             if frame.line:
                 lines.append(f"    {frame.line.strip()}")
     return lines
-
-
-def describe_exception(error: BaseException) -> str:
-    text = str(error).strip()
-    first = text.splitlines()[0] if text else ""
-    name = type(error).__name__
-    return f"{name}: {first}" if first else name
 
 
 def raised_in(error: BaseException, path: Path, function: str) -> bool:
@@ -257,9 +252,6 @@ def find_function_class(
             name, method, raw.__func__, expected["backward" if method == "vjp" else method]
         )
     return candidate
-
-
-NOT_WRITTEN = " is not written yet"
 
 
 def explain_learner_error(error: BaseException, path: Path, during: str) -> tuple[str, list[str]]:

@@ -18,7 +18,6 @@ from typing import Any
 
 import torch
 
-from trainer.checking.learner.loading import NOT_WRITTEN, describe_exception
 from trainer.checking.report import Verdict
 from trainer.checking.trusted.compare import compare_tensor, shape_text
 from trainer.checking.trusted.diagnosis import diagnose, view_lines
@@ -29,6 +28,7 @@ from trainer.checking.trusted.proxy import (
     Sandbox,
     forward_outputs,
 )
+from trainer.checking.wording import NOT_WRITTEN, describe_exception
 from trainer.spec import Exercise
 from trainer.vocabulary import Stage, stages_for
 
