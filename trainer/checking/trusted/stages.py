@@ -44,6 +44,9 @@ class StageOutcome:
     diagnosis: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)  # advice that does not fail the check
     pictures: list[dict[str, Any]] = field(default_factory=list)  # of a wrong gradient
+    # The failure's words without the run they happened in: the same error in
+    # another stage is recognised by it.
+    error: str = ""
 
     @property
     def passed(self) -> bool:
@@ -88,7 +91,12 @@ def summarise(failures: list[Failure], total: int, success: str) -> StageOutcome
     first = failures[0]
     if first.same_for_every_run or first.run is None:
         return StageOutcome(
-            FAIL, first.message, list(first.details), first.diagnosis, pictures=first.pictures
+            FAIL,
+            first.message,
+            list(first.details),
+            first.diagnosis,
+            pictures=first.pictures,
+            error=first.message,
         )
     message = f"{first.message} (for {first.run.label})"
     details = list(first.details)
@@ -98,7 +106,9 @@ def summarise(failures: list[Failure], total: int, success: str) -> StageOutcome
         others = "; ".join(f.run.label for f in failures[1:4] if f.run is not None)
         more = f" and {len(failures) - 4} more" if len(failures) > 4 else ""
         details.append(f"also fails for {others}{more} ({len(failures)} of {total} runs)")
-    return StageOutcome(FAIL, message, details, first.diagnosis, pictures=first.pictures)
+    return StageOutcome(
+        FAIL, message, details, first.diagnosis, pictures=first.pictures, error=first.message
+    )
 
 
 _COUNT = re.compile(r"returned an incorrect number of gradients \(expected (\d+), got (\d+)\)")
@@ -430,7 +440,7 @@ def _once(
     outcome = _guarded(sandbox, body)
     if outcome.verdict != FAIL:
         return outcome
-    key = outcome.message
+    key = outcome.error or outcome.message
     if key in said:
         return StageOutcome(
             FAIL,

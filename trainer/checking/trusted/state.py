@@ -290,13 +290,14 @@ _SCENARIOS: tuple[tuple[Callable[[Checked, Run], Failure | None], str, str], ...
 def state_stage(checked: Checked) -> StageOutcome:
     run = next((r for r in checked.plan.runs if r.dtype == torch.float64), checked.plan.runs[0])
     failure: Failure | None = None
+    error = ""  # an error raised by the learner's code, without the scenario's words
     for step, words, mistake in _SCENARIOS:
         try:
             failure = step(checked, run)
         except LearnerFault as fault:
             text = f"{words}, {fault.message}"
             diagnosis = {"mistake": mistake, "input": "", "text": text, "view": []}
-            failure = Failure(run, text, fault.details, diagnosis)
+            failure, error = Failure(run, text, fault.details, diagnosis), fault.message
         if failure is not None:
             break
     success = (
@@ -306,4 +307,6 @@ def state_stage(checked: Checked) -> StageOutcome:
     )
     if failure is None:
         return StageOutcome(PASS, success)
-    return StageOutcome(FAIL, failure.message, list(failure.details), failure.diagnosis)
+    return StageOutcome(
+        FAIL, failure.message, list(failure.details), failure.diagnosis, error=error
+    )
