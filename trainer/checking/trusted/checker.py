@@ -33,11 +33,12 @@ class Channel:
 
 
 def warm_up() -> None:
-    """Import what every check needs, once, in the server (forks inherit it)."""
-    import trainer.checking.trusted.contract
-    import trainer.checking.trusted.gradcheck
-    import trainer.checking.trusted.robustness
-    import trainer.checking.trusted.stages  # noqa: F401
+    """Import every stage's module once, in the server (forks inherit them)."""
+    from trainer.checking.trusted.stages import stage_body
+    from trainer.vocabulary import STAGES
+
+    for stage in STAGES:
+        stage_body(stage)
 
 
 def job_exercise(job: dict[str, Any]) -> Exercise:

@@ -257,6 +257,11 @@ def diagnose(
     return Diagnosis(mistake=mistake, input=name, text=text, view=compact_view(expected, got))
 
 
+def named(mistake: str, text: str, input_name: str = "") -> dict[str, Any]:
+    """A diagnosis in its JSON form, for a mistake a stage recognised itself."""
+    return Diagnosis(mistake=mistake, input=input_name, text=text).to_dict()
+
+
 def view_lines(diagnosis: Diagnosis) -> list[str]:
     """The compact view as short lines for the table."""
     lines = []

@@ -20,7 +20,7 @@ import torch
 
 from trainer.checking.report import Verdict
 from trainer.checking.trusted.compare import compare_tensor, shape_text
-from trainer.checking.trusted.diagnosis import diagnose, view_lines
+from trainer.checking.trusted.diagnosis import diagnose, named, view_lines
 from trainer.checking.trusted.plan import Plan, Run
 from trainer.checking.trusted.proxy import (
     LearnerFault,
@@ -175,7 +175,7 @@ def explain_with_mistake(
     """:func:`explain`, plus the classic mistake when the words name one."""
     if isinstance(error, LearnerFault):
         if NOT_WRITTEN in error.message.split(":")[0]:
-            diagnosis = {"mistake": "not_written", "input": "", "text": error.message, "view": []}
+            diagnosis = named("not_written", error.message)
             return error.message, error.details, diagnosis
         return error.message, error.details, None
     # Raised by torch here, on what the learner's method returned.
@@ -183,7 +183,7 @@ def explain_with_mistake(
         found = _autograd_words(str(error), names)
         if found:
             words, mistake, input_name = found
-            return words, [], {"mistake": mistake, "input": input_name, "text": words, "view": []}
+            return words, [], named(mistake, words, input_name)
         return f"autograd rejected what backward returned: {describe_exception(error)}", [], None
     return f"{during} failed: {describe_exception(error)}", [], None
 
@@ -198,38 +198,6 @@ def output_name(exercise: Exercise, index: int) -> str:
     if exercise.outputs == 1:
         return "the output"
     return f"output {index + 1} (the one grad_out{index + 1} belongs to)"
-
-
-def call_forward(
-    function_class: type[torch.autograd.Function], run: Run, exercise: Exercise
-) -> tuple[list[object], tuple[torch.Tensor, ...]] | Failure:
-    args = run.fresh_args()
-    try:
-        outputs = forward_outputs(apply(function_class, args), exercise)
-    except Exception as error:  # a learner's fault, or torch rejecting its result
-        message, details = explain(error, "forward")
-        return Failure(run, message, details)
-    return args, outputs
-
-
-def forward_stage(checked: Checked) -> StageOutcome:
-    function_class, plan, exercise = checked.function_class, checked.plan, checked.exercise
-    failures: list[Failure] = []
-    for run in plan.runs:
-        called = call_forward(function_class, run, exercise)
-        if isinstance(called, Failure):
-            failures.append(called)
-            continue
-        for index, (expected, got) in enumerate(zip(run.expected_outputs, called[1], strict=True)):
-            mismatch = compare_tensor(output_name(exercise, index), expected, got, run.tolerance)
-            if mismatch:
-                failures.append(Failure(run, mismatch.summary, _lines(mismatch.detail)))
-                break
-    return summarise(
-        failures,
-        len(plan.runs),
-        f"matches `{exercise.reference}` on {len(plan.runs)} runs (float32 and float64)",
-    )
 
 
 def learner_gradients(
@@ -292,7 +260,7 @@ def compare_gradients(
             return Failure(
                 run,
                 text,
-                diagnosis={"mistake": "none_for_required", "input": name, "text": text, "view": []},
+                diagnosis=named("none_for_required", text, name),
             )
         mismatch = compare_tensor(f"grad for `{name}`", expected[name], got, run.tolerance)
         if not mismatch:
@@ -323,34 +291,6 @@ def compare_gradients(
             summary += f": {found.text}"
         return Failure(run, summary, details, found.to_dict())
     return None
-
-
-def backward_stage(checked: Checked) -> StageOutcome:
-    function_class, plan, exercise = checked.function_class, checked.plan, checked.exercise
-    failures: list[Failure] = []
-    for run in plan.runs:
-        grads = learner_gradients(function_class, run, exercise)
-        if isinstance(grads, Failure):
-            failures.append(grads)
-            continue
-        failure = compare_gradients(function_class, run, exercise, grads, run.expected_grads)
-        if failure:
-            if not failures:
-                failure.pictures = draw(checked, run, grads, failure.diagnosis)
-            failures.append(failure)
-    names = ", ".join(f"`{n}`" for n in plan.runs[0].grad_names())
-    target = (
-        "the spec's stated gradient ("
-        + "; ".join(f"`{v}`" for v in exercise.expected_gradient.values())
-        + ")"
-        if exercise.expected_gradient
-        else f"autograd of `{exercise.reference}`"
-    )
-    return summarise(
-        failures,
-        len(plan.runs),
-        f"gradients for {names} match {target} on {len(plan.runs)} runs with random upstream gradients",
-    )
 
 
 def draw(
@@ -403,7 +343,7 @@ def stage_ids(exercise: Exercise, double_backward: bool = False) -> list[str]:
     return [stage.id for stage in stages_for(exercise, double_backward)]
 
 
-def _body(stage: Stage) -> StageBody:
+def stage_body(stage: Stage) -> StageBody:
     module, function = stage.runs.split(":")
     body: StageBody = getattr(importlib.import_module(module), function)
     return body
@@ -424,7 +364,7 @@ def run_stages(checked: Checked, report: Reporter) -> None:
         if blocked is not None:
             report(stage.id, functools.partial(StageOutcome, SKIP, f"skipped: {blocked}"))
             continue
-        run = functools.partial(_body(stage), checked)
+        run = functools.partial(stage_body(stage), checked)
         outcome = report(stage.id, functools.partial(_once, said, stage, sandbox, run))
         if stage.id == "load" and not outcome.passed:
             blocked = "the file did not load"
@@ -450,24 +390,6 @@ def _once(
         )
     said[key] = stage.title
     return outcome
-
-
-def load_stage(checked: Checked) -> StageOutcome:
-    return _load(checked)
-
-
-def _load(checked: Checked) -> StageOutcome:
-    reply = checked.sandbox.load()
-    problem = reply.get("problem")
-    if isinstance(problem, dict):
-        details = problem.get("details", [])
-        return StageOutcome(
-            FAIL,
-            str(problem.get("message", "the file did not load")),
-            [str(d) for d in details] if isinstance(details, list) else [],
-        )
-    name = checked.exercise.class_name
-    return StageOutcome(PASS, f"`{name}` found with static forward and backward")
 
 
 def _guarded(sandbox: Sandbox, body: Callable[[], StageOutcome]) -> StageOutcome:

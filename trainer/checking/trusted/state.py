@@ -21,6 +21,7 @@ import torch
 
 from trainer.checking import values
 from trainer.checking.trusted.compare import compare_tensor
+from trainer.checking.trusted.diagnosis import named
 from trainer.checking.trusted.plan import Run, evaluate_reference
 from trainer.checking.trusted.proxy import LearnerFault
 from trainer.checking.trusted.stages import FAIL, PASS, Checked, Failure, StageOutcome
@@ -261,7 +262,7 @@ def _reference_grads(
 
 
 def _state_mistake(text: str) -> dict[str, Any]:
-    return {"mistake": "state_outside_ctx", "input": "", "text": text, "view": []}
+    return named("state_outside_ctx", text)
 
 
 # Each scenario, the words that introduce an error raised in it, and the mistake it suggests.
@@ -296,7 +297,7 @@ def state_stage(checked: Checked) -> StageOutcome:
             failure = step(checked, run)
         except LearnerFault as fault:
             text = f"{words}, {fault.message}"
-            diagnosis = {"mistake": mistake, "input": "", "text": text, "view": []}
+            diagnosis = named(mistake, text)
             failure, error = Failure(run, text, fault.details, diagnosis), fault.message
         if failure is not None:
             break
