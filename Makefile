@@ -28,8 +28,9 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
+# One worker per core (pytest-xdist); each worker keeps one warm checking server.
 unit: $(STAMP)
-	$(BIN)/pytest
+	$(BIN)/pytest -n auto
 
 test: lint typecheck unit
 

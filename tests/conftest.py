@@ -10,7 +10,7 @@ os.environ["COLUMNS"] = "200"
 
 import json
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +19,7 @@ import pytest
 from typer.testing import CliRunner
 
 from trainer.catalog import Catalog
+from trainer.checking.runner import CheckingService, run_check
 from trainer.cli import app
 
 REPO = Path(__file__).resolve().parent.parent
@@ -58,10 +59,53 @@ def write_file(tmp_path: Path) -> Callable[[str, str], Path]:
     return write
 
 
+_SERVICE: list[CheckingService] = []
+
+
+def shared_service() -> CheckingService:
+    """One warm checking server per test process: the launch path of every check, cold
+    or warm, is the same, so tests of the engine need not pay a torch import each."""
+    if not _SERVICE:
+        _SERVICE.append(CheckingService())
+    return _SERVICE[0]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_shared_service() -> Iterator[None]:
+    yield
+    for service in _SERVICE:
+        service.close()
+
+
+_OPTIONS = {
+    "--timeout": ("timeout", float),
+    "--memory-limit": ("memory_limit_mb", int),
+    "--seed": ("seed", int),
+}
+
+
 def check_json(exercise_id: str, path: Path, *extra: str) -> tuple[int, dict[str, Any]]:
-    """Run `trainer check --json` on a file; return the exit code and the report."""
-    result = run_cli("check", exercise_id, "--file", str(path), "--json", *extra)
-    return result.exit_code, json.loads(result.stdout)
+    """What `trainer check EX --file PATH --json` reports, through the shared server:
+    the exit code (0 pass, 1 fail) and the report. The CLI's own check is tested in
+    tests/test_commands.py."""
+    options: dict[str, Any] = {}
+    flags = list(extra)
+    while flags:
+        flag = flags.pop(0)
+        if flag == "--double-backward":
+            options["double_backward"] = True
+        else:
+            name, kind = _OPTIONS[flag]
+            options[name] = kind(flags.pop(0))
+    exercise = CATALOG.get(exercise_id)
+    report = run_check(
+        exercise,
+        path,
+        solution=CATALOG.solution_path(exercise),
+        service=shared_service(),
+        **options,
+    )
+    return (0 if report.passed else 1), report.to_dict()
 
 
 def stage(report: dict[str, Any], stage_id: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import CATALOG
+from tests.conftest import CATALOG, shared_service
 from trainer.checking.report import Verdict
 from trainer.checking.runner import run_check
 from trainer.spec import Exercise
@@ -28,7 +28,7 @@ def test_the_catalogue_has_the_core_exercises():
 def test_the_untouched_stub_fails_because_backward_is_not_written(exercise: Exercise, tmp_path):
     stub = tmp_path / f"{exercise.id}.py"
     stub.write_text(exercise.stub)
-    report = run_check(exercise, stub)
+    report = run_check(exercise, stub, service=shared_service())
     assert not report.passed
     verdicts = {s.id: s.verdict for s in report.stages}
     assert verdicts["load"] is Verdict.PASS

@@ -9,7 +9,7 @@ import pytest
 import torch
 import yaml
 
-from tests.conftest import REPO, check_json, first_failure, stage
+from tests.conftest import REPO, check_json, first_failure, shared_service, stage
 from trainer.checking.runner import run_check
 from trainer.checking.trusted.diagnosis import classify
 from trainer.spec import exercise_from_mapping
@@ -283,7 +283,7 @@ def test_an_unstable_backward_fails_the_stability_probe_naming_the_input(tmp_pat
                 return grad_output * e / (1 + e) ** 2
         """,
     )
-    report = run_check(exercise, path)
+    report = run_check(exercise, path, service=shared_service())
     verdicts = {s.id: s.verdict.value for s in report.stages}
     assert verdicts["backward"] == "pass"
     assert verdicts["stability"] == "fail"
@@ -295,7 +295,7 @@ def test_an_unstable_backward_fails_the_stability_probe_naming_the_input(tmp_pat
 
 def test_a_stable_solution_passes_the_stability_probes(tmp_path):
     exercise = _sigmoid_with(tmp_path, stability=STABILITY)
-    report = run_check(exercise, REPO / "solutions" / "sigmoid.py")
+    report = run_check(exercise, REPO / "solutions" / "sigmoid.py", service=shared_service())
     assert report.passed, [(s.id, s.message) for s in report.stages]
 
 
@@ -303,7 +303,7 @@ def test_double_backward_passes_for_a_differentiable_backward_and_fails_for_a_de
     tmp_path, write_file
 ):
     exercise = _sigmoid_with(tmp_path, double_backward=True)
-    good = run_check(exercise, REPO / "solutions" / "sigmoid.py")
+    good = run_check(exercise, REPO / "solutions" / "sigmoid.py", service=shared_service())
     assert {s.id: s.verdict.value for s in good.stages}["double_backward"] == "pass"
 
     detached = write_file(
@@ -326,7 +326,7 @@ def test_double_backward_passes_for_a_differentiable_backward_and_fails_for_a_de
                 return grad_output * slope
         """,
     )
-    bad = run_check(exercise, detached)
+    bad = run_check(exercise, detached, service=shared_service())
     assert {s.id: s.verdict.value for s in bad.stages}["double_backward"] == "fail"
     assert not bad.passed
 
