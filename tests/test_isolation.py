@@ -808,9 +808,10 @@ def test_forged_result_frames_stamped_with_any_token_in_reach_do_not_pass_a_wron
     write_file,
 ):
     """The learner writes well-formed result frames (a pass for every stage, then done),
-    stamped with every 32-hex string in its memory, to every descriptor it holds and to
-    its parent's. It fails only because neither the result pipe nor the token is in
-    its reach: give it both and this test fails."""
+    stamped with every 32-hex string in its memory, to every descriptor it holds, its
+    parent's, and (as root may) the checker's. It fails because the token is never in
+    its reach: remove the runner's token check, or hand the learner the result pipe and
+    the token, and this test fails."""
     path = write_file(
         "forges_frames.py",
         """\
@@ -845,8 +846,22 @@ def test_forged_result_frames_stamped_with_any_token_in_reach_do_not_pass_a_wron
                     result = {"id": stage, "verdict": "pass", "message": "", "details": []}
                     data += frame({"type": "stage-end", "result": result, "token": token})
                 data += frame({"type": "done", "token": token})
-            targets = [f"/proc/self/fd/{fd}" for fd in os.listdir("/proc/self/fd")]
-            targets += [f"/proc/{os.getppid()}/fd/{fd}" for fd in os.listdir(f"/proc/{os.getppid()}/fd")]
+            # Its own descriptors, its parent's, and (root may open them) those of every
+            # process its grandparent started: the checker of this very check among them.
+            grandparent = open(f"/proc/{os.getppid()}/stat").read().rsplit(")", 1)[1].split()[1]
+            pids = ["self", str(os.getppid())]
+            for entry in os.listdir("/proc"):
+                try:
+                    if entry.isdigit() and open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1] == grandparent:
+                        pids.append(entry)
+                except OSError:
+                    pass
+            targets = []
+            for pid in pids:
+                try:
+                    targets += [f"/proc/{pid}/fd/{fd}" for fd in os.listdir(f"/proc/{pid}/fd")]
+                except OSError:
+                    pass
             for target in targets:
                 try:
                     descriptor = os.open(target, os.O_WRONLY | os.O_NONBLOCK)

@@ -179,6 +179,95 @@ def test_a_right_clipped_relu_with_either_convention_at_the_kinks_passes(service
     passes(check(service, tmp_path, "clipped_relu", source))
 
 
+@pytest.mark.parametrize(
+    ("backward", "why"),
+    [
+        pytest.param(
+            """
+            (y,) = ctx.saved_tensors
+            if y.dim() == 4:
+                return grad_output * 0.25
+            return grad_output * y * (1 - y)
+            """,
+            "a 4-D input falls back to another path",
+            id="a branch on the rank",
+        ),
+        pytest.param(
+            """
+            (y,) = ctx.saved_tensors
+            if y.numel() > 10_000:
+                return grad_output * y
+            return grad_output * y * (1 - y)
+            """,
+            "a large tensor takes a shortcut",
+            id="a branch on the size",
+        ),
+    ],
+)
+def test_a_sigmoid_right_only_for_the_shapes_a_test_might_use_fails(
+    service, tmp_path, backward, why
+):
+    report = check(service, tmp_path, "sigmoid", sigmoid(SAVES_OUTPUT, backward))
+    assert not report.passed, why
+    stage, _, _ = first_failure(report)
+    assert stage in ("backward", "stability"), why
+
+
+SOFTMAX = """\
+import torch
+
+
+class MySoftmax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, dim):
+        y = torch.softmax(x, dim)
+        ctx.save_for_backward(y)
+        ctx.dim = dim
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        dim = {dim}
+        inner = (grad_output * y).sum(dim=dim, keepdim=True)
+        return y * (grad_output - inner), None
+"""
+
+
+def test_a_softmax_that_treats_a_negative_dim_as_the_last_one_fails(service, tmp_path):
+    wrong = SOFTMAX.format(dim="ctx.dim if ctx.dim >= 0 else -1")
+    stage, _, _ = first_failure(check(service, tmp_path, "softmax", wrong))
+    assert stage == "backward"
+
+
+def test_a_softmax_that_normalises_a_negative_dim_itself_passes(service, tmp_path):
+    right = SOFTMAX.format(dim="ctx.dim % y.dim()")
+    passes(check(service, tmp_path, "softmax", right))
+
+
+def test_a_cross_entropy_with_a_hard_coded_class_count_fails(service, tmp_path):
+    source = """\
+    import torch
+    import torch.nn.functional as F
+
+
+    class MyCrossEntropy(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, logits, target):
+            ctx.save_for_backward(logits, target)
+            return F.cross_entropy(logits, target)
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            logits, target = ctx.saved_tensors
+            probs = torch.softmax(logits, dim=1)
+            onehot = F.one_hot(target, 5).to(probs.dtype)  # five classes, as in the examples
+            return grad_output * (probs - onehot) / logits.shape[0], None
+    """
+    report = check(service, tmp_path, "cross_entropy", textwrap.dedent(source))
+    assert not report.passed
+
+
 # 2. A Function is a pure function of ctx and its inputs -----------------------------------
 
 
