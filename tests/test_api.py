@@ -17,7 +17,8 @@ from types import ModuleType
 import pytest
 
 from tests.conftest import REPO, check_json
-from trainer.api import close_service, interrupts_held, source_of_class
+from trainer.api import close_service, interrupts_held
+from trainer.class_source import source_of_class
 from trainer.errors import TrainerError, WorkspaceError
 
 SOLUTION = REPO / "solutions" / "sigmoid.py"

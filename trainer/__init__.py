@@ -5,11 +5,9 @@ Importing this package must stay cheap: only the checking child imports torch.
 (``%load_ext trainer``, :mod:`trainer.notebook`) are imported when first used.
 """
 
-from __future__ import annotations
-
 __version__ = "0.1.0"
 
-TYPE_CHECKING = False
+TYPE_CHECKING = False  # not `typing.TYPE_CHECKING`: this import stays free of imports
 if TYPE_CHECKING:
     from trainer.api import check as check
 

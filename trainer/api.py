@@ -12,26 +12,22 @@ No torch here, and nothing of IPython: :mod:`trainer.notebook` adds the magics.
 
 from __future__ import annotations
 
-import ast
 import atexit
 import contextlib
-import inspect
-import linecache
 import os
 import shutil
 import signal
 import sys
 import tempfile
-import textwrap
 import threading
 import time
-import types
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainer.catalog import Catalog
+from trainer.class_source import source_of_class
 from trainer.errors import TrainerError, WorkspaceError
 from trainer.spec import Exercise
 from trainer.state import StateStore
@@ -44,13 +40,6 @@ if TYPE_CHECKING:
 DEFAULT_SEED = 0
 DEFAULT_TIMEOUT = 30.0
 
-NO_CLASS_SOURCE = (
-    "the source of `{name}` cannot be found (Python keeps none for a class typed at a "
-    "prompt or made by exec, and this notebook kept no copy of its cell). Check the cell "
-    "itself: put "
-    "`%%trainer check {exercise}` on its first line (after `%load_ext trainer`), or save "
-    "the class to a file and pass its path: check({exercise!r}, 'my_{exercise}.py')."
-)
 NO_CURRENT_EXERCISE = (
     "no current exercise in this workspace. Start one with `%trainer start sigmoid` "
     "(see `%trainer list`), or name it: `%trainer hint sigmoid`."
@@ -64,7 +53,7 @@ class Diagnosis:
     stage: str  # the stage's title, e.g. "Backward parity"
     message: str
     details: tuple[str, ...] = ()
-    mistake: str | None = None  # the classic mistake's name, e.g. "forgets_grad_output"
+    mistake: str | None = None  # the classic mistake's name, e.g. "no_grad_output"
     input: str | None = None  # the forward parameter whose gradient is wrong
 
     def __str__(self) -> str:
@@ -171,7 +160,10 @@ class _Warm:
             if not self._registered:
                 atexit.register(self.close)
                 self._registered = True
-            self._service = CheckingService()
+            # Ctrl-C waits for the start (seconds: torch is imported), so that no server
+            # is left running that this process has no handle on.
+            with interrupts_held():
+                self._service = CheckingService()
             return self._service, False
 
     def close(self) -> None:
@@ -180,10 +172,6 @@ class _Warm:
             service, self._service = self._service, None
         if service is not None:
             service.close()
-
-    @property
-    def running(self) -> bool:
-        return self._service is not None
 
 
 WARM = _Warm()
@@ -386,82 +374,3 @@ def _check_source(
         return session.check_file(exercise, path, **options)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def source_of_class(cls: type, exercise_id: str) -> tuple[str, str]:
-    """A file name and the source to check for ``cls``: its module's imports, then the class.
-
-    The source comes from the class's file, else from the cell its methods were
-    compiled from (IPython and ``%%trainer check --define`` keep cells in
-    :mod:`linecache`). The class keeps its line numbers when it can, so that a
-    traceback points at the learner's line. Helpers defined beside the class are
-    not included: pass a path for those.
-    """
-    found = _class_in_file(cls) or _class_in_cell(cls)
-    if found is None:
-        raise TrainerError(NO_CLASS_SOURCE.format(name=cls.__name__, exercise=exercise_id))
-    file, body, first, module = found
-    imports = _module_imports(module)
-    if "import torch" not in imports:
-        imports.append("import torch")
-    padding = "\n" * max(first - 2, 0)
-    name = Path(file).name if Path(file).suffix == ".py" else f"{exercise_id}.py"
-    return name, f"{'; '.join(imports)}\n{padding}{textwrap.dedent(body)}"
-
-
-_Found = tuple[str, str, int, str]  # file, the class's source, its first line, the file's source
-
-
-def _class_in_file(cls: type) -> _Found | None:
-    try:
-        lines, first = inspect.getsourcelines(cls)
-        file = inspect.getsourcefile(cls)
-    except (OSError, TypeError):
-        return None
-    if file is None:
-        return None
-    return file, "".join(lines), first, "".join(linecache.getlines(file))
-
-
-def _class_in_cell(cls: type) -> _Found | None:
-    """Where a method of ``cls`` was compiled from, the class statement around it."""
-    for member in vars(cls).values():
-        code = getattr(getattr(member, "__func__", member), "__code__", None)
-        if not isinstance(code, types.CodeType):
-            continue
-        text = "".join(linecache.getlines(code.co_filename))
-        try:
-            tree = ast.parse(text)
-        except (SyntaxError, ValueError):
-            continue
-        for node in ast.walk(tree):
-            if (
-                isinstance(node, ast.ClassDef)
-                and node.name == cls.__name__
-                and node.end_lineno is not None
-                and node.lineno <= code.co_firstlineno <= node.end_lineno
-            ):
-                first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-                lines = text.splitlines(keepends=True)[first - 1 : node.end_lineno]
-                return code.co_filename, "".join(lines), first, text
-    return None
-
-
-def _module_imports(text: str) -> list[str]:
-    """The top-level imports of a module's source, ``__future__`` first; none of the trainer's."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return []
-    future, others = [], []
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom) and node.level == 0:
-            if node.module == "__future__":
-                future.append(ast.unparse(node))
-            elif node.module and node.module.split(".")[0] != "trainer":
-                others.append(ast.unparse(node))
-        elif isinstance(node, ast.Import):
-            kept = [a for a in node.names if a.name.split(".")[0] != "trainer"]
-            if kept:
-                others.append(ast.unparse(ast.Import(names=kept)))
-    return future + others

@@ -191,11 +191,7 @@ class TrainerMagics:
             self._notices(session)
             self._show(view.exercise_list(session.catalog.all, state))
             return None
-        exercise = (
-            session.catalog.get(command.exercise)
-            if command.exercise is not None
-            else session.exercise(None)
-        )
+        exercise = session.exercise(command.exercise)
         if command.name == "start":
             self._start(session, exercise, command.force)
         elif command.name == "hint":
