@@ -6,6 +6,7 @@ import importlib.util
 import json
 import linecache
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -81,7 +82,7 @@ def test_a_path_to_a_correct_solution_passes_and_the_report_reads_as_text():
     assert [s.id for s in report.stages][:4] == ["load", "forward", "backward", "contract"]
     text = str(report)
     assert "✔ pass  Backward parity" in text
-    assert "All 6 stages passed" in text
+    assert re.search(r"All \d+ stages passed", text)
     assert repr(report).startswith("<Report sigmoid: passed")
 
 

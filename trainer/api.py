@@ -114,6 +114,13 @@ class Report:
             input=str(name) if name else None,
         )
 
+    def pictures(self) -> list[object]:
+        """Pictures of the wrong gradients, for a notebook to display: matplotlib figures
+        where matplotlib is installed, else text (braille dots)."""
+        from trainer.notebook_view import picture_views
+
+        return picture_views(self.stages)
+
     def to_dict(self) -> dict[str, Any]:
         """The JSON form of ``trainer check --json``, plus ``warm``."""
         return {**self.raw.to_dict(), "warm": self.warm, "startup_seconds": self.startup}

@@ -173,18 +173,18 @@ class TrainerMagics:
         self.ask = ask
         self._defined = 0
 
-    def trainer(self, line: str, cell: str | None = None) -> Report | None:
+    def trainer(self, line: str, cell: str | None = None) -> None:
         """The autograd trainer: %trainer list|start|hint|quiz|solution|check EX;
         %%trainer check EX [--define] checks the cell. %trainer --help for more."""
         try:
-            command = parse(line, cell=cell is not None)
-            return self.run(command, cell)
+            self.run(parse(line, cell=cell is not None), cell)
         except _HelpShown:
-            return None
+            return
         except TrainerError as problem:
             raise UsageError(problem.message) from None
 
     def run(self, command: Command, cell: str | None = None) -> Report | None:
+        """Do what ``command`` says and show it; a check's report is also returned."""
         session = Session(command.workspace)
         if command.name == "list":
             state = session.store.load() if session.workspace.root.is_dir() else State()
@@ -293,7 +293,7 @@ class TrainerMagics:
 
     def _check_cell(
         self, session: Session, exercise: Exercise, cell: str, command: Command
-    ) -> Report | None:
+    ) -> Report:
         report, backup = session.check_cell(
             exercise,
             cell,
@@ -304,11 +304,10 @@ class TrainerMagics:
         self._notices(session)
         if backup is not None:
             self._show(view.message(f"Your previous version was saved to `{_shown_path(backup)}`."))
-        if not command.define:
-            return report
-        self.display(report)  # before the cell runs here: its errors come after the verdict
-        self._define(cell)
-        return None
+        self._show_report(report)
+        if command.define:
+            self._define(cell)  # after the verdict: the cell's own errors come after it
+        return report
 
     def _define(self, cell: str) -> None:
         """Run the checked cell in the kernel, so that its class can be used afterwards."""
@@ -334,7 +333,13 @@ class TrainerMagics:
             double_backward=command.double_backward,
         )
         self._notices(session)
+        self._show_report(report)
         return report
+
+    def _show_report(self, report: Report) -> None:
+        self.display(report)
+        for picture in report.pictures():
+            self.display(picture)
 
 
 def _shown_path(path: Path) -> str:

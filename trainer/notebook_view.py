@@ -2,24 +2,44 @@
 
 Returns strings and small display objects; nothing here prints, and nothing
 imports rich or IPython. Colours sit on badges with white text, so they read the
-same on light and dark themes, and each verdict also has its own symbol.
+same on light and dark themes, and each verdict also has its own symbol. The
+pictures of a wrong gradient are drawn by :mod:`trainer.pictures`.
 """
 
 from __future__ import annotations
 
 import html
+import io
 import re
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from trainer.spec import Exercise, QuizQuestion
 from trainer.state import Progress, State
 
 if TYPE_CHECKING:
-    from trainer.api import Report
+    from trainer.checking.report import CheckReport, StageResult
+
+
+class Report(Protocol):
+    """What is drawn of :class:`trainer.api.Report`."""
+
+    raw: CheckReport
+    warm: bool
+    advice: str
+
+    @property
+    def passed(self) -> bool: ...
+    @property
+    def stages(self) -> list[StageResult]: ...
+    @property
+    def seconds(self) -> float: ...
+    @property
+    def failure(self) -> StageResult | None: ...
+
 
 # Background colours with a contrast of 4.5:1 or more against white text.
 _BADGE = {
@@ -146,6 +166,42 @@ def report_text(report: Report) -> str:
         lines += ["  " + line for line in raw.output.rstrip().splitlines()[-15:]]
     lines.append(f"{'✔' if passed else '✘'} {sentence} {report.advice.replace('`', '')}".rstrip())
     return "\n".join(lines)
+
+
+class FigureView:
+    """A matplotlib figure as a PNG, whatever the kernel's plotting backend."""
+
+    def __init__(self, figure: Any, text: str) -> None:
+        self.figure = figure
+        self.text = text
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.figure.savefig(buffer, format="png", dpi=100)
+        return buffer.getvalue()
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def picture_views(stages: Sequence[StageResult]) -> list[object]:
+    """The pictures of the failing stages: figures where matplotlib is installed, else text."""
+    from trainer.checking.picture_data import read_picture
+    from trainer.pictures import TextPicture, notebook_view, render_text
+
+    views: list[object] = []
+    for stage in stages:
+        if stage.verdict.value != "fail":
+            continue
+        for data in stage.pictures:
+            picture = read_picture(data)
+            if picture is None:
+                continue
+            shown = notebook_view(picture, width=WIDTH)
+            if not isinstance(shown, TextPicture):
+                shown = FigureView(shown, render_text(picture, width=WIDTH))
+            views.append(shown)
+    return views
 
 
 # Start, hints, solution, list, quiz ---------------------------------------------------
