@@ -126,3 +126,20 @@ def reset_scratch(workspace: Workspace, exercise: Exercise) -> tuple[Path, Path 
         backup = workspace.backup(path, exercise.id)
     write_atomically(path, exercise.stub)
     return path, backup
+
+
+def save_scratch(workspace: Workspace, exercise: Exercise, text: str) -> tuple[Path, Path | None]:
+    """Make ``text`` the scratch file, atomically (a notebook cell being checked).
+
+    The previous version is backed up first, as :func:`reset_scratch` does, unless it
+    is the stub or already ``text``: a re-check of the same cell makes no new copy.
+    """
+    workspace.ensure()
+    path = workspace.scratch_path(exercise.id)
+    backup = None
+    if path.exists():
+        raw = path.read_bytes()
+        if not _same_text(raw, text) and not _same_text(raw, exercise.stub):
+            backup = workspace.backup(path, exercise.id)
+    write_atomically(path, text)
+    return path, backup
