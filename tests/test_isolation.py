@@ -782,14 +782,13 @@ def test_an_exit_while_a_started_process_holds_the_output_is_reported_as_an_exit
         "exits_with_a_sleeper.py",
         _starts_a_sleeper(sleeper_pid_file, forward="        os._exit(0)"),
     )
-    started = time.monotonic()
-    exit_code, report = check_json("sigmoid", path, "--timeout", "5")
-    elapsed = time.monotonic() - started
+    # A long limit: had the check waited for the output pipe (which the sleeper
+    # holds) instead of the process, it would report a timeout, not the exit.
+    exit_code, report = check_json("sigmoid", path, "--timeout", "120")
 
     failure = failed_at(exit_code, report, "forward")
     assert "exited with code 0" in failure["message"]
     assert "timed out" not in failure["message"]
-    assert elapsed < 5, f"the check took {elapsed:.1f} s for a process that exited at once"
 
 
 def test_a_process_started_in_a_new_session_does_not_outlive_the_check(
@@ -805,14 +804,56 @@ def test_a_process_started_in_a_new_session_does_not_outlive_the_check(
     assert wait_until_gone(pid), f"`sleep` (pid {pid}) is still running after the check"
 
 
-def test_a_wrong_backward_cannot_report_a_pass_through_the_checkers_own_channel(write_file):
+def test_forged_result_frames_stamped_with_any_token_in_reach_do_not_pass_a_wrong_backward(
+    write_file,
+):
+    """The learner writes well-formed result frames (a pass for every stage, then done),
+    stamped with every 32-hex string in its memory, to every descriptor it holds and to
+    its parent's. It fails only because neither the result pipe nor the token is in
+    its reach: give it both and this test fails."""
     path = write_file(
-        "uses_the_channel.py",
+        "forges_frames.py",
         """\
         import gc
+        import json
         import os
+        import re
+        import struct
 
         import torch
+
+        STAGES = ["load", "forward", "backward", "contract", "by_hand", "state", "stability",
+                  "gradcheck", "cuda"]
+
+
+        def frame(header):
+            head = json.dumps(header).encode()
+            return struct.pack("!II", len(head), 0) + head
+
+
+        def forge():
+            found = {"0" * 32}
+            for o in gc.get_objects():
+                items = o.values() if isinstance(o, dict) else o if isinstance(o, (list, tuple)) else ()
+                for item in items:
+                    if isinstance(item, str) and re.fullmatch(r"[0-9a-f]{32}", item):
+                        found.add(item)
+            data = b""
+            for token in found:
+                data += frame({"type": "ready", "stages": STAGES, "token": token})
+                for stage in STAGES:
+                    result = {"id": stage, "verdict": "pass", "message": "", "details": []}
+                    data += frame({"type": "stage-end", "result": result, "token": token})
+                data += frame({"type": "done", "token": token})
+            targets = [f"/proc/self/fd/{fd}" for fd in os.listdir("/proc/self/fd")]
+            targets += [f"/proc/{os.getppid()}/fd/{fd}" for fd in os.listdir(f"/proc/{os.getppid()}/fd")]
+            for target in targets:
+                try:
+                    descriptor = os.open(target, os.O_WRONLY | os.O_NONBLOCK)
+                    os.write(descriptor, data)
+                    os.close(descriptor)
+                except OSError:
+                    pass
 
 
         class MySigmoid(torch.autograd.Function):
@@ -824,13 +865,7 @@ def test_a_wrong_backward_cannot_report_a_pass_through_the_checkers_own_channel(
 
             @staticmethod
             def backward(ctx, grad_output):
-                for found in gc.get_objects():
-                    if type(found).__name__ == "Channel":
-                        found.send(type="stage-end", stage="backward", passed=True, message="")
-                        found.send(type="stage-start", stage="gradcheck")
-                        found.send(type="stage-end", stage="gradcheck", passed=True, message="")
-                        found.send(type="done")
-                        os._exit(0)
+                forge()
                 return grad_output  # wrong: forgets the local derivative
         """,
     )

@@ -386,3 +386,19 @@ def test_vmap_used_as_a_loop_is_allowed(service, tmp_path):
 )
 def test_a_right_solution_in_an_unusual_style_passes(service, tmp_path, source):
     passes(check(service, tmp_path, "sigmoid", source))
+
+
+# 6. Reports ------------------------------------------------------------------------------------
+
+
+def test_the_same_error_in_several_stages_is_shown_once(service, tmp_path):
+    backward = """
+        raise ValueError("a mistake of mine")
+    """
+    report = check(service, tmp_path, "sigmoid", sigmoid(SAVES_OUTPUT, backward))
+    failed = [s for s in report.stages if s.verdict is Verdict.FAIL]
+    assert len(failed) > 2
+    assert "a mistake of mine" in failed[0].message
+    assert all(s.message == f"same error as {failed[0].title} above" for s in failed[1:]), [
+        s.message for s in failed
+    ]

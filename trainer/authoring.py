@@ -139,9 +139,15 @@ def validate(
         pending: list[tuple[Validation, str, Future[CheckReport], WrongVariant | None]] = []
         loaded: list[tuple[Validation, Exercise]] = []
 
-        def submit(exercise: Exercise, file: Path) -> Future[CheckReport]:
+        def submit(exercise: Exercise, file: Path, *, must_pass: bool) -> Future[CheckReport]:
+            # A file that must fail is judged by its first failure: skip the rest.
             future = pool.submit(
-                run_check, exercise, file, solution=solution_path(exercise), service=warm
+                run_check,
+                exercise,
+                file,
+                solution=solution_path(exercise),
+                service=warm,
+                stop_after_failure=not must_pass,
             )
             if on_done is not None:
                 future.add_done_callback(lambda _: on_done())
@@ -160,10 +166,12 @@ def validate(
             stub = Path(scratch) / exercise.id / f"{exercise.id}.py"
             stub.parent.mkdir(parents=True, exist_ok=True)
             stub.write_text(exercise.stub, encoding="utf-8")
-            pending.append((result, "stub", submit(exercise, stub), None))
+            pending.append((result, "stub", submit(exercise, stub, must_pass=False), None))
             reference = solution_path(exercise)
             if reference.is_file():
-                pending.append((result, "solution", submit(exercise, reference), None))
+                pending.append(
+                    (result, "solution", submit(exercise, reference, must_pass=True), None)
+                )
             else:
                 result.solution = f"no reference solution at {reference}"
             for declared in exercise.wrong_variants:
@@ -171,7 +179,9 @@ def validate(
                 if not file.is_file():
                     result.variants.append(VariantResult(declared, "missing file", None))
                     continue
-                pending.append((result, "variant", submit(exercise, file), declared))
+                pending.append(
+                    (result, "variant", submit(exercise, file, must_pass=False), declared)
+                )
 
         # The content rules are cheap: they run while the checks do.
         warnings = content_warnings_by_id([e for _, e in loaded], catalogue, shared_quizzes)

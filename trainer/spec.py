@@ -120,6 +120,14 @@ class WrongVariant:
 
 
 @dataclass
+class DeclaredMistake:
+    """A classic mistake of this exercise, known by the wrong gradient it gives."""
+
+    words: str  # what the learner reads when the checker names it
+    gradient: Mapping[str, str]  # per input: the wrong gradient, as an expression
+
+
+@dataclass
 class StabilityProbe:
     """Extreme inputs where the reference is finite: the learner's results must be too."""
 
@@ -153,6 +161,8 @@ class Exercise:
     # parameters and grad_output (grad_outputs for several outputs).
     expected_gradient: Mapping[str, str] = field(default_factory=dict)
     gradcheck: bool = True  # false where finite differences do not apply
+    # Mistakes of this exercise the diagnosis recognises by their wrong gradient.
+    mistakes: Mapping[str, DeclaredMistake] = field(default_factory=dict)
     source: Path = field(default=Path("<memory>"), compare=False)
     # The mapping this was validated from: what travels with a check's job, so
     # the checker uses exactly the spec the CLI validated.
@@ -410,15 +420,37 @@ def _tolerances(node: _Node) -> Tolerances:
     )
 
 
-def _wrong_variant(node: _Node) -> WrongVariant:
+def _wrong_variant(node: _Node, declared: Sequence[str]) -> WrongVariant:
     node.mapping(["file", "fails_at", "why"], ["mistake"])
     file = node.child("file").text(re.compile(r"^[A-Za-z0-9_\-]+\.py$"), "a file name like name.py")
     return WrongVariant(
         file=file,
         fails_at=node.child("fails_at").choice(STAGE_IDS),
         why=node.child("why").text(),
-        mistake=node.optional("mistake", lambda n: n.choice(MISTAKE_IDS), None),
+        mistake=node.optional("mistake", lambda n: n.choice((*MISTAKE_IDS, *declared)), None),
     )
+
+
+def _declared_mistake(node: _Node, params: Sequence[Param]) -> DeclaredMistake:
+    node.mapping(["words", "gradient"])
+    return DeclaredMistake(
+        words=node.child("words").text(),
+        gradient=_expected_gradient(node.child("gradient"), params),
+    )
+
+
+def _mistakes(node: _Node, params: Sequence[Param]) -> dict[str, DeclaredMistake]:
+    if not isinstance(node.value, dict) or not node.value:
+        raise node.fail(f"expected a mapping of mistake names, got {_describe(node.value)}")
+    declared = {}
+    for name in node.value:
+        child = node.child(str(name))
+        if not isinstance(name, str) or not ID_PATTERN.match(name):
+            raise child.fail("a mistake's name is lower case letters, digits and _")
+        if name in MISTAKE_IDS:
+            raise child.fail(f"{name!r} is one of the checker's own mistakes; pick another name")
+        declared[name] = _declared_mistake(child, params)
+    return declared
 
 
 def _expected_gradient(node: _Node, params: Sequence[Param]) -> dict[str, str]:
@@ -476,6 +508,7 @@ _FIELDS_OPTIONAL = (
     "double_backward",
     "expected_gradient",
     "gradcheck",
+    "mistakes",
     "notes",
     "order",
     "outputs",
@@ -509,6 +542,9 @@ def exercise_from_mapping(data: object, file: str, source: Path | None = None) -
         raise params_node.fail("needs at least one tensor that requires grad")
 
     hints = tuple(h.text() for h in root.child("hints").items(min_items=3))
+    mistakes = root.optional(
+        "mistakes", lambda n: _mistakes(n, params), cast(dict[str, DeclaredMistake], {})
+    )
     quiz = tuple(_question(q) for q in root.child("quiz").items(min_items=3))
     exercise_id = root.child("id").text(ID_PATTERN, "an id (lower case letters, digits, _)")
     expected_name = Path(file).stem
@@ -532,9 +568,10 @@ def exercise_from_mapping(data: object, file: str, source: Path | None = None) -
         tolerances=_tolerances(root.child("tolerances")),
         wrong_variants=root.optional(
             "wrong_variants",
-            lambda n: tuple(_wrong_variant(v) for v in n.items()),
+            lambda n: tuple(_wrong_variant(v, list(mistakes)) for v in n.items()),
             cast(tuple[WrongVariant, ...], ()),
         ),
+        mistakes=mistakes,
         notes=root.optional("notes", _Node.text, ""),
         order=root.optional("order", lambda n: n.integer(minimum=0), 100),
         stability=root.optional(

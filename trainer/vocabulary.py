@@ -57,24 +57,24 @@ class Stage:
 _STAGES = "trainer.checking.trusted"
 
 STAGES: tuple[Stage, ...] = (
-    Stage("load", "Load and structure", f"{_STAGES}.stages:load_stage", required=True),
-    Stage("forward", "Forward parity", f"{_STAGES}.stages:forward_stage", required=True),
-    Stage("backward", "Backward parity", f"{_STAGES}.stages:backward_stage", required=True),
+    Stage("load", "Load and structure", f"{_STAGES}.load:load_stage", required=True),
+    Stage("forward", "Forward parity", f"{_STAGES}.forward:forward_stage", required=True),
+    Stage("backward", "Backward parity", f"{_STAGES}.backward:backward_stage", required=True),
     Stage("contract", "Backward contract", f"{_STAGES}.contract:contract_stage", required=True),
     Stage("by_hand", "Derived by hand", f"{_STAGES}.by_hand:by_hand_stage"),
     Stage("state", "Calls as in training", f"{_STAGES}.state:state_stage"),
-    Stage("kinks", "Kink points", f"{_STAGES}.robustness:kinks_stage", _has_kinks),
-    Stage("stability", "Domain and stability", f"{_STAGES}.robustness:stability_stage"),
+    Stage("kinks", "Kink points", f"{_STAGES}.kinks:kinks_stage", _has_kinks),
+    Stage("stability", "Domain and stability", f"{_STAGES}.stability:stability_stage"),
     Stage(
         "gradcheck", "gradcheck (float64)", f"{_STAGES}.gradcheck:gradcheck_stage", _wants_gradcheck
     ),
     Stage(
         "double_backward",
         "Double backward",
-        f"{_STAGES}.robustness:double_backward_stage",
+        f"{_STAGES}.double_backward:double_backward_stage",
         _wants_double_backward,
     ),
-    Stage("cuda", "CUDA", f"{_STAGES}.robustness:cuda_stage", may_skip_in_a_pass=True),
+    Stage("cuda", "CUDA", f"{_STAGES}.cuda:cuda_stage", may_skip_in_a_pass=True),
 )
 
 STAGE_BY_ID = {stage.id: stage for stage in STAGES}

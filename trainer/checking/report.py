@@ -30,6 +30,8 @@ class StageResult:
     seconds: float = 0.0
     # The classic mistake the failure looks like: mistake, input, text, view.
     diagnosis: dict[str, Any] | None = None
+    # Pictures of a wrong gradient, as plain data (see trainer.checking.picture_data).
+    pictures: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def title(self) -> str:
@@ -56,6 +58,9 @@ class StageResult:
             details=[str(d) for d in details] if isinstance(details, list) else [],
             seconds=float(data.get("seconds", 0.0) or 0.0),
             diagnosis=diagnosis if isinstance(diagnosis, dict) else None,
+            pictures=[p for p in data.get("pictures", []) if isinstance(p, dict)]
+            if isinstance(data.get("pictures"), list)
+            else [],
         )
 
 

@@ -247,11 +247,14 @@ def run_check(
     double_backward: bool = False,
     service: CheckingService | None = None,
     memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB,
+    stop_after_failure: bool = False,
 ) -> CheckReport:
     """Check ``file`` against ``exercise`` and return the report.
 
     With ``service``, the check is one more job of a running server (watch
-    mode, grading); otherwise a server is started for this one job.
+    mode, grading); otherwise a server is started for this one job. With
+    ``stop_after_failure`` the stages after the first failing one are skipped
+    (validation needs no more).
     """
     started = time.monotonic()
     raw = file.read_bytes()  # one read: the verdict belongs to exactly this version
@@ -278,6 +281,7 @@ def run_check(
         "solution": str(solution) if solution is not None else None,
         "double_backward": double_backward,
         "memory_limit_mb": memory_limit_mb,
+        "stop_after_failure": stop_after_failure,
         "token": token,
     }
     if service is None:
@@ -300,7 +304,8 @@ def _run_job(
     launched = service.launch(job)
     collected = _Collected()
     try:
-        timed_out = _collect(launched, token, collected, started + timeout)
+        # The limit is for the check itself, not for starting the server.
+        timed_out = _collect(launched, token, collected, time.monotonic() + timeout)
     finally:
         # Whatever is still running ends with the check: the checker's group, and
         # with it (the zygote sees the checker go) the learner's process.

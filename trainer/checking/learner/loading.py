@@ -18,6 +18,8 @@ from typing import Any
 
 import torch
 
+from trainer.checking.wording import NOT_WRITTEN, describe_exception
+
 
 @dataclass(frozen=True)
 class Expected:
@@ -53,13 +55,6 @@ def learner_traceback(error: BaseException, path: Path) -> list[str]:
             if frame.line:
                 lines.append(f"    {frame.line.strip()}")
     return lines
-
-
-def describe_exception(error: BaseException) -> str:
-    text = str(error).strip()
-    first = text.splitlines()[0] if text else ""
-    name = type(error).__name__
-    return f"{name}: {first}" if first else name
 
 
 def raised_in(error: BaseException, path: Path, function: str) -> bool:
@@ -118,11 +113,36 @@ def import_source(source: str, path: Path) -> ModuleType:
             learner_traceback(error, path)[-4:],
         ) from None
     except BaseException as error:  # the learner's code may raise anything
+        what = (
+            out_of_memory_words()
+            if _out_of_memory(error)
+            else f"raised {describe_exception(error)}"
+        )
         raise LearnerProblem(
-            f"importing {path.name} raised {describe_exception(error)}",
-            learner_traceback(error, path),
+            f"importing {path.name} {what}", learner_traceback(error, path)
         ) from None
     return module
+
+
+# The cap on this process's memory, in MiB above what torch maps (set by the
+# zygote; None when there is none), for the words of an out-of-memory error.
+MEMORY_LIMIT_MB: int | None = None
+
+
+def _out_of_memory(error: BaseException) -> bool:
+    return isinstance(error, MemoryError) or "can't allocate memory" in str(error)
+
+
+def out_of_memory_words() -> str:
+    cap = (
+        f"the check's cap of {MEMORY_LIMIT_MB} MiB above what torch itself uses"
+        if MEMORY_LIMIT_MB
+        else "the memory this machine has"
+    )
+    return (
+        f"ran out of memory: it asked for more than {cap} (raise the cap with "
+        "--memory-limit if that much is really needed)"
+    )
 
 
 def _user_attribute(klass: type, name: str) -> Any:
@@ -202,7 +222,9 @@ def find_function_class(
     uses_setup_context = _user_attribute(candidate, "setup_context") is not None
     params = list(exercise.param_names)
     grads = (
-        [f"grad_{i}" for i in range(exercise.outputs)] if exercise.outputs > 1 else ["grad_output"]
+        [f"grad_out{i + 1}" for i in range(exercise.outputs)]
+        if exercise.outputs > 1
+        else ["grad_output"]
     )
     expected = {
         "forward": params if uses_setup_context else ["ctx", *params],
@@ -232,9 +254,6 @@ def find_function_class(
     return candidate
 
 
-NOT_WRITTEN = " is not written yet"
-
-
 def explain_learner_error(error: BaseException, path: Path, during: str) -> tuple[str, list[str]]:
     """Words for an exception that came out of the learner's forward or backward."""
     frames = learner_traceback(error, path)
@@ -245,12 +264,8 @@ def explain_learner_error(error: BaseException, path: Path, during: str) -> tupl
                 f"Write it in {path.name}, then run `trainer check` again.",
                 [],
             )
-    if isinstance(error, MemoryError) or "can't allocate memory" in str(error):
-        return (
-            f"{during} ran out of memory: it asked for more than the check allows "
-            "(raise the cap with --memory-limit if that much is really needed)",
-            frames,
-        )
+    if _out_of_memory(error):
+        return f"{during} {out_of_memory_words()}", frames
     if isinstance(error, SystemExit):
         return f"your code called sys.exit({error.code!r}) during {during}", frames
     if isinstance(error, RecursionError):

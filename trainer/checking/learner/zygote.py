@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainer.checking import processes, transport
+from trainer.checking.learner import loading
 
 
 @dataclass
@@ -113,7 +114,9 @@ def _become_learner(
     os.dup2(output_fd, 2)
     os.close(output_fd)
     processes.set_dumpable(True)
-    limit_memory(header.get("memory_limit_mb"))
+    limit = header.get("memory_limit_mb")
+    if limit_memory(limit):
+        loading.MEMORY_LIMIT_MB = int(limit)  # type: ignore[arg-type]
     facts = header.get("learner")
     return LearnerTask(facts if isinstance(facts, dict) else {}, learner_fd)
 
@@ -163,20 +166,22 @@ def _reap(learners: dict[int, _Learner]) -> None:
                 transport.send_with_fds(learner.control, {"exit": pid, "code": learner.exit_code})
 
 
-def limit_memory(megabytes: object) -> None:
+def limit_memory(megabytes: object) -> bool:
     """Cap the address space: a runaway allocation fails here, it does not freeze the machine.
 
     The cap is what the process already maps (torch is large) plus ``megabytes``.
+    True when a cap is in force.
     """
     if not isinstance(megabytes, int) or megabytes <= 0:
-        return
+        return False
     try:
         with open("/proc/self/statm") as statm:
             mapped = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
     except OSError:
-        return  # not Linux: no cap
+        return False  # not Linux: no cap
     cap = mapped + megabytes * 1024 * 1024
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
     if hard != resource.RLIM_INFINITY:
         cap = min(cap, hard)
     resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    return True

@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from trainer.checking import values
+from trainer.checking.trusted.diagnosis import named
 from trainer.checking.trusted.proxy import LearnerFault
 from trainer.checking.trusted.stages import FAIL, PASS, Checked, StageOutcome, explain
 
@@ -51,7 +52,7 @@ def by_hand_stage(checked: Checked) -> StageOutcome:
                 FAIL,
                 text,
                 [str(d) for d in details] if isinstance(details, list) else [],
-                {"mistake": "derived_by_torch", "input": "", "text": text, "view": []},
+                named("derived_by_torch", text),
             )
     return StageOutcome(
         PASS,

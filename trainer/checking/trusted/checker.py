@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.checking import transport
-from trainer.checking.report import StageResult, Verdict
+from trainer.checking.report import StageResult
 from trainer.spec import Exercise, exercise_from_mapping
 
 
@@ -33,11 +33,12 @@ class Channel:
 
 
 def warm_up() -> None:
-    """Import what every check needs, once, in the server (forks inherit it)."""
-    import trainer.checking.trusted.contract
-    import trainer.checking.trusted.gradcheck
-    import trainer.checking.trusted.robustness
-    import trainer.checking.trusted.stages  # noqa: F401
+    """Import every stage's module once, in the server (forks inherit them)."""
+    from trainer.checking.trusted.stages import stage_body
+    from trainer.vocabulary import STAGES
+
+    for stage in STAGES:
+        stage_body(stage)
 
 
 def job_exercise(job: dict[str, Any]) -> Exercise:
@@ -95,11 +96,12 @@ def run(job: dict[str, Any], result_fd: int, zygote: socket.socket, plan: Any = 
             raise SystemExit(0) from None
         result = StageResult(
             id=stage,
-            verdict=Verdict(outcome.verdict),
+            verdict=outcome.verdict,
             message=outcome.message,
             details=outcome.details,
             seconds=round(time.monotonic() - started, 4),
             diagnosis=outcome.diagnosis,
+            pictures=outcome.pictures,
         )
         channel.send(type="stage-end", result=result.to_dict(), notes=outcome.notes)
         return outcome
@@ -112,6 +114,7 @@ def run(job: dict[str, Any], result_fd: int, zygote: socket.socket, plan: Any = 
         sandbox=sandbox,
         reference_saved=reference_saved_bytes(exercise, plan, job.get("solution")),
         double_backward=double_backward,
+        stop_after_failure=bool(job.get("stop_after_failure")),
     )
     run_stages(checked, report)
     sandbox.stop()

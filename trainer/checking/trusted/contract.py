@@ -13,12 +13,11 @@ grad.
 from __future__ import annotations
 
 import itertools
-from typing import Any
 
 import torch
 
 from trainer.checking.trusted.compare import compare_tensor, describe_value, shape_text
-from trainer.checking.trusted.diagnosis import classify
+from trainer.checking.trusted.diagnosis import classify, named
 from trainer.checking.trusted.plan import Run
 from trainer.checking.trusted.proxy import LearnerFault, forward_outputs
 from trainer.checking.trusted.stages import (
@@ -30,10 +29,6 @@ from trainer.checking.trusted.stages import (
     summarise,
 )
 from trainer.spec import ScalarParam, TensorParam
-
-
-def _mistake(kind: str, name: str, text: str) -> dict[str, Any]:
-    return {"mistake": kind, "input": name, "text": text, "view": []}
 
 
 def _size(count: int) -> str:
@@ -61,7 +56,7 @@ def _raw_return(checked: Checked, run: Run, notes: set[str]) -> Failure | None:
 
     if isinstance(raw, list):
         text = "backward returned a list: return a tuple, which is what autograd accepts"
-        return Failure(run, text, diagnosis=_mistake("not_a_tensor", "", text))
+        return Failure(run, text, diagnosis=named("not_a_tensor", text))
     values = raw if isinstance(raw, tuple) else (raw,)
     names = ", ".join(f"`{p.name}`" for p in params)
     if len(values) != len(params):
@@ -73,7 +68,7 @@ def _raw_return(checked: Checked, run: Run, notes: set[str]) -> Failure | None:
             f"input{'s' * (len(params) != 1)} ({names}): "
             f"return one per input, in order{advice}"
         )
-        return Failure(run, text, diagnosis=_mistake("wrong_count", "", text))
+        return Failure(run, text, diagnosis=named("wrong_count", text))
     for param, value in zip(params, values, strict=True):
         failure = _check_value(run, param, value)
         if failure is not None:
@@ -99,9 +94,7 @@ def _raw_return(checked: Checked, run: Run, notes: set[str]) -> Failure | None:
             "backward modified grad_output in place (e.g. grad_output[mask] = 0 or "
             "grad_output.mul_()): autograd may hand the same tensor to other functions; "
             "work on a copy (grad_output.clone()) or use out-of-place ops",
-            diagnosis=_mistake(
-                "in_place_grad_output", "grad_output", "grad_output modified in place"
-            ),
+            diagnosis=named("in_place_grad_output", "grad_output modified in place", "grad_output"),
         )
     return _expanded(checked, run, flags)
 
@@ -132,15 +125,15 @@ def _check_value(run: Run, param: TensorParam | ScalarParam, value: object) -> F
             f"backward returned {describe_value(value)} for `{name}`, a Python {param.kind}: "
             f"return None for it (only tensors get gradients)"
         )
-        return Failure(run, text, diagnosis=_mistake("grad_for_non_tensor", name, text))
+        return Failure(run, text, diagnosis=named("grad_for_non_tensor", text, name))
     if not param.requires_grad and (value is None or isinstance(value, torch.Tensor)):
         return None  # autograd drops it; a note says None is the honest value
     if value is None:
         text = f"backward returned None for `{name}`, which requires grad"
-        return Failure(run, text, diagnosis=_mistake("none_for_required", name, text))
+        return Failure(run, text, diagnosis=named("none_for_required", text, name))
     if not isinstance(value, torch.Tensor):
         text = f"backward returned {describe_value(value)} for `{name}`: return a torch tensor"
-        return Failure(run, text, diagnosis=_mistake("not_a_tensor", name, text))
+        return Failure(run, text, diagnosis=named("not_a_tensor", text, name))
     expected = run.expected_grads.get(name)
     if expected is None:
         return None
@@ -151,10 +144,10 @@ def _check_value(run: Run, param: TensorParam | ScalarParam, value: object) -> F
             f"grad for `{name}` has dtype {value.dtype} but `{name}` is {expected.dtype}: "
             "compute in the input's dtype (autograd would cast it silently)"
         )
-        return Failure(run, text, diagnosis=_mistake("wrong_dtype", name, text))
+        return Failure(run, text, diagnosis=named("wrong_dtype", text, name))
     if value.device != expected.device:
         text = f"grad for `{name}` is on {value.device} but `{name}` is on {expected.device}"
-        return Failure(run, text, diagnosis=_mistake("wrong_device", name, text))
+        return Failure(run, text, diagnosis=named("wrong_device", text, name))
     return None
 
 
@@ -176,7 +169,7 @@ def _shape_failure(run: Run, name: str, expected: torch.Tensor, value: torch.Ten
     else:
         mistake = "wrong_shape"
         text += ": a gradient always has the shape of its input"
-    return Failure(run, text, diagnosis=_mistake(mistake, name, text))
+    return Failure(run, text, diagnosis=named(mistake, text, name))
 
 
 def _raw_values(checked: Checked, run: Run, flags: list[bool], layout: str) -> tuple[object, ...]:
@@ -205,7 +198,7 @@ def _expanded(checked: Checked, run: Run, flags: list[bool]) -> Failure | None:
             run,
             text,
             fault.details,
-            diagnosis=_mistake("in_place_grad_output", "grad_output", text),
+            diagnosis=named("in_place_grad_output", text, "grad_output"),
         )
     for param, mine, theirs in zip(run.params, expanded, plain, strict=False):
         if not isinstance(mine, torch.Tensor) or not isinstance(theirs, torch.Tensor):
@@ -217,7 +210,7 @@ def _expanded(checked: Checked, run: Run, flags: list[bool]) -> Failure | None:
                 "compared with the same ones in a plain tensor"
             )
             return Failure(
-                run, text, [mismatch.detail], diagnosis=_mistake("non_contiguous", param.name, text)
+                run, text, [mismatch.detail], diagnosis=named("non_contiguous", text, param.name)
             )
     return None
 
@@ -278,7 +271,7 @@ def _through_autograd(checked: Checked, run: Run) -> Failure | None:
     if failure is not None:
         text = f"with non-contiguous inputs and grad_output (as a transposed tensor gives), {failure.message}"
         details = [*failure.details, "use .reshape rather than .view, and no in-place writes"]
-        return Failure(run, text, details, _mistake("non_contiguous", "", text))
+        return Failure(run, text, details, named("non_contiguous", text))
     names = run.grad_names()
     for size in range(1, len(names)):
         for subset in itertools.combinations(names, size):
@@ -290,7 +283,7 @@ def _through_autograd(checked: Checked, run: Run) -> Failure | None:
                     "ctx.needs_input_grad branches"
                 )
                 return Failure(
-                    run, text, failure.details, _mistake("needs_input_grad", subset[0], text)
+                    run, text, failure.details, named("needs_input_grad", text, subset[0])
                 )
     return None
 

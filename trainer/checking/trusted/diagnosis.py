@@ -1,13 +1,15 @@
 """Name the classic mistake behind a wrong gradient, the way an interviewer would.
 
 Given the true gradient and the learner's (and, where available, both again
-for a second upstream gradient), try each classic mistake in turn: forgetting
-``grad_output``, a flipped sign, a constant factor, a transpose, a missing sum
-over the batch, all zeros. When none fits, say so plainly.
+for a second upstream gradient), try each rule of the table in turn:
+forgetting ``grad_output``, a flipped sign, a wrong gradient the spec names, a
+mask, a constant factor, a transpose, a missing sum over the batch, all zeros.
+When none fits, say so plainly. The words live in :mod:`trainer.vocabulary`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,9 +24,6 @@ _topk = torch.topk
 _unravel = torch.unravel_index
 
 VIEW_SIZE = 5
-
-# What a mistake is called and how it reads: one vocabulary, trainer.vocabulary.
-EXPLANATIONS = MISTAKES
 
 
 @dataclass(frozen=True)
@@ -68,6 +67,140 @@ def _is_masked(want: torch.Tensor, upstream: torch.Tensor, atol: float) -> bool:
     return bool(((want.abs() <= atol) | ((want - g).abs() <= atol + 1e-4 * g.abs())).all())
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """What a rule may look at: the right and the learner's gradient (float64), and more."""
+
+    want: torch.Tensor
+    have: torch.Tensor
+    rtol: float
+    atol: float
+    # The same gradients for a second upstream gradient: an ignored grad_output shows.
+    want_other: torch.Tensor | None = None
+    have_other: torch.Tensor | None = None
+    upstream: torch.Tensor | None = None
+    # Wrong gradients the spec or the plan knows by name: mistake -> (words, gradient).
+    known: Mapping[str, tuple[str, torch.Tensor]] = field(default_factory=dict)
+
+    def close(self, a: torch.Tensor, b: torch.Tensor) -> bool:
+        return _close(a, b, self.rtol, self.atol)
+
+
+Rule = Callable[[Evidence], tuple[str, str] | None]
+
+
+def _transposed_shape(e: Evidence) -> tuple[str, str] | None:
+    swapped = e.have.dim() >= 2 and tuple(e.have.mT.shape) == tuple(e.want.shape)
+    if swapped and e.close(e.have.mT, e.want):
+        return "transposed", f"{MISTAKES['transposed']} (shape {shape_text(e.have.shape)})"
+    return None
+
+
+def _extra_dimension(e: Evidence) -> tuple[str, str] | None:
+    if e.have.numel() == e.want.numel() and e.close(e.have.reshape(e.want.shape), e.want):
+        return "wrong_shape", "drop the extra size-1 dimension (sum without keepdim, or squeeze)"
+    return None
+
+
+def _not_summed(e: Evidence) -> tuple[str, str] | None:
+    if e.have.numel() <= e.want.numel():
+        return None
+    try:
+        summed = e.have.sum_to_size(e.want.shape)
+    except RuntimeError:
+        return None
+    return (
+        ("not_summed_over_batch", MISTAKES["not_summed_over_batch"])
+        if e.close(summed, e.want)
+        else None
+    )
+
+
+def _all_zeros(e: Evidence) -> tuple[str, str] | None:
+    if float(e.want.abs().max()) > e.atol and float(e.have.abs().max()) == 0.0:
+        return "all_zeros", MISTAKES["all_zeros"]
+    return None
+
+
+def _no_grad_output(e: Evidence) -> tuple[str, str] | None:
+    if (
+        e.want_other is not None
+        and e.have_other is not None
+        and e.have_other.shape == e.have.shape
+        and e.close(e.have_other, e.have)
+        and not e.close(e.want_other, e.want)
+    ):
+        return "no_grad_output", MISTAKES["no_grad_output"]
+    return None
+
+
+def _sign_flipped(e: Evidence) -> tuple[str, str] | None:
+    return ("sign_flipped", MISTAKES["sign_flipped"]) if e.close(e.have, -e.want) else None
+
+
+def _known(e: Evidence) -> tuple[str, str] | None:
+    """A wrong gradient the spec (or the plan) names: the learner's matches it."""
+    for mistake, (words, gradient) in e.known.items():
+        if gradient.shape == e.have.shape and e.close(e.have, gradient.double()):
+            return mistake, words
+    return None
+
+
+def _inverted_mask(e: Evidence) -> tuple[str, str] | None:
+    if e.upstream is None or e.upstream.shape != e.want.shape:
+        return None
+    g = e.upstream.detach().double()
+    if (
+        _is_masked(e.want, g, e.atol)
+        and e.close(e.have + e.want, g)
+        and bool((e.want.abs() > e.atol).any())
+    ):
+        return "inverted_mask", MISTAKES["inverted_mask"]
+    return None
+
+
+def _missing_mask(e: Evidence) -> tuple[str, str] | None:
+    flat = e.want.abs() <= e.atol
+    if bool(flat.any()) and not bool(flat.all()):
+        right_where_sloped = e.close(e.have[~flat], e.want[~flat])
+        if right_where_sloped and float(e.have[flat].abs().max()) > e.atol:
+            return "missing_mask", MISTAKES["missing_mask"]
+    return None
+
+
+def _constant_factor(e: Evidence) -> tuple[str, str] | None:
+    denominator = float((e.want * e.want).sum())
+    if denominator <= 0:
+        return None
+    factor = float((e.have * e.want).sum()) / denominator
+    if abs(factor - 1) > 1e-3 and abs(factor) > 1e-6 and e.close(e.have, factor * e.want):
+        return (
+            "constant_factor",
+            f"the gradient is off by a constant factor: {factor:.4g} times the right one",
+        )
+    return None
+
+
+def _transposed_square(e: Evidence) -> tuple[str, str] | None:
+    if e.have.dim() >= 2 and e.have.shape[-1] == e.have.shape[-2] and e.close(e.have.mT, e.want):
+        return "transposed", MISTAKES["transposed"]
+    return None
+
+
+# The rules, in the order they are tried: the first that fits names the mistake.
+SHAPE_RULES: tuple[Rule, ...] = (_transposed_shape, _extra_dimension, _not_summed)
+VALUE_RULES: tuple[Rule, ...] = (
+    _all_zeros,
+    _no_grad_output,
+    _sign_flipped,
+    _known,
+    _inverted_mask,
+    _missing_mask,
+    _constant_factor,
+    _transposed_square,
+)
+
+
 def classify(
     expected: torch.Tensor,
     got: torch.Tensor,
@@ -75,75 +208,28 @@ def classify(
     expected_other: torch.Tensor | None = None,
     got_other: torch.Tensor | None = None,
     upstream: torch.Tensor | None = None,
+    known: Mapping[str, tuple[str, torch.Tensor]] | None = None,
     rtol: float = 1e-4,
     atol: float = 1e-6,
 ) -> tuple[str, str]:
-    """The mistake that turns ``expected`` into ``got``, with a sentence about it.
-
-    ``*_other`` are the same gradients for a second, different upstream
-    gradient; with them a backward that ignores ``grad_output`` is recognised.
-    """
-    want = expected.detach().double()
-    have = got.detach().double()
-    if have.shape != want.shape:
-        swapped = have.dim() >= 2 and tuple(have.mT.shape) == tuple(want.shape)
-        if swapped and _close(have.mT, want, rtol, atol):
-            return "transposed", EXPLANATIONS["transposed"] + f" (shape {shape_text(have.shape)})"
-        if have.numel() == want.numel() and _close(have.reshape(want.shape), want, rtol, atol):
-            return (
-                "wrong_shape",
-                "drop the extra size-1 dimension (sum without keepdim, or squeeze)",
-            )
-        if have.numel() > want.numel():
-            try:
-                summed = have.sum_to_size(want.shape)
-            except RuntimeError:
-                summed = None
-            if summed is not None and _close(summed, want, rtol, atol):
-                return "not_summed_over_batch", EXPLANATIONS["not_summed_over_batch"]
-        return "unknown", EXPLANATIONS["unknown"]
-    if float(want.abs().max()) > atol and float(have.abs().max()) == 0.0:
-        return "all_zeros", EXPLANATIONS["all_zeros"]
-    if (
-        expected_other is not None
-        and got_other is not None
-        and got_other.shape == got.shape
-        and _close(got_other.detach().double(), have, rtol, atol)
-        and not _close(expected_other.detach().double(), want, rtol, atol)
-    ):
-        return "no_grad_output", EXPLANATIONS["no_grad_output"]
-    if _close(have, -want, rtol, atol):
-        return "sign_flipped", EXPLANATIONS["sign_flipped"]
-    if (
-        upstream is not None
-        and upstream.shape == want.shape
-        and _is_masked(want, upstream, atol)
-        and (
-            _close(have + want, upstream.detach().double(), rtol, atol)
-            and bool((want.abs() > atol).any())
-        )
-    ):
-        return "inverted_mask", EXPLANATIONS["inverted_mask"]
-    flat = want.abs() <= atol
-    if bool(flat.any()) and not bool(flat.all()):
-        right_where_sloped = _close(have[~flat], want[~flat], rtol, atol)
-        if right_where_sloped and float(have[flat].abs().max()) > atol:
-            return "missing_mask", EXPLANATIONS["missing_mask"]
-    denominator = float((want * want).sum())
-    if denominator > 0:
-        factor = float((have * want).sum()) / denominator
-        if (
-            abs(factor - 1) > 1e-3
-            and abs(factor) > 1e-6
-            and _close(have, factor * want, rtol, atol)
-        ):
-            return (
-                "constant_factor",
-                f"the gradient is off by a constant factor: {factor:.4g} times the right one",
-            )
-    if have.dim() >= 2 and have.shape[-1] == have.shape[-2] and _close(have.mT, want, rtol, atol):
-        return "transposed", EXPLANATIONS["transposed"]
-    return "unknown", EXPLANATIONS["unknown"]
+    """The mistake that turns ``expected`` into ``got``, with a sentence about it: the
+    first rule of :data:`SHAPE_RULES` (shapes differ) or :data:`VALUE_RULES` that fits."""
+    evidence = Evidence(
+        want=expected.detach().double(),
+        have=got.detach().double(),
+        rtol=rtol,
+        atol=atol,
+        want_other=expected_other.detach().double() if expected_other is not None else None,
+        have_other=got_other.detach().double() if got_other is not None else None,
+        upstream=upstream,
+        known=known or {},
+    )
+    rules = SHAPE_RULES if evidence.have.shape != evidence.want.shape else VALUE_RULES
+    for rule in rules:
+        found = rule(evidence)
+        if found is not None:
+            return found
+    return "unknown", MISTAKES["unknown"]
 
 
 def diagnose(
@@ -154,6 +240,7 @@ def diagnose(
     expected_other: torch.Tensor | None = None,
     got_other: torch.Tensor | None = None,
     upstream: torch.Tensor | None = None,
+    known: Mapping[str, tuple[str, torch.Tensor]] | None = None,
     rtol: float = 1e-4,
     atol: float = 1e-6,
 ) -> Diagnosis:
@@ -163,10 +250,16 @@ def diagnose(
         expected_other=expected_other,
         got_other=got_other,
         upstream=upstream,
+        known=known,
         rtol=rtol,
         atol=atol,
     )
     return Diagnosis(mistake=mistake, input=name, text=text, view=compact_view(expected, got))
+
+
+def named(mistake: str, text: str, input_name: str = "") -> dict[str, Any]:
+    """A diagnosis in its JSON form, for a mistake a stage recognised itself."""
+    return Diagnosis(mistake=mistake, input=input_name, text=text).to_dict()
 
 
 def view_lines(diagnosis: Diagnosis) -> list[str]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import builtins
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,7 +18,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from trainer.checking.trusted.numeric import one_sided_slopes
 from trainer.spec import Case, CaseValue, Exercise, ScalarParam, TensorParam, Tolerance
+from trainer.vocabulary import MISTAKES
 
 DTYPES = (torch.float32, torch.float64)
 SMALL = 2_000  # elements: runs larger than this skip gradcheck, kinks and double backward
@@ -51,6 +53,8 @@ class Run:
     # error against float64, and rounding at the scale of the whole tensor.
     outputs_slack: tuple[torch.Tensor, ...] = ()
     grads_slack: dict[str, torch.Tensor] = field(default_factory=dict)
+    # Wrong gradients known by name, for the diagnosis: input -> mistake -> (words, tensor).
+    known_wrong: dict[str, dict[str, tuple[str, torch.Tensor]]] = field(default_factory=dict)
 
     @property
     def numel(self) -> int:
@@ -115,6 +119,11 @@ class Plan:
     # Values across each tensor's domain on a log scale, upstream gradients from
     # 1e-3 to 1e3: every case, in both dtypes.
     domain_runs: tuple[Run, ...] = ()
+    # Each output element depends on the same element of each input only: the
+    # learner's gradient can be drawn as a slope against the input, over this run
+    # of evenly spaced inputs.
+    elementwise: bool = False
+    picture_run: Run | None = None
 
     @property
     def gradcheck_runs(self) -> tuple[Run, ...]:
@@ -145,6 +154,18 @@ def int_high(param: TensorParam, case: Case) -> int:
     return int(eval(param.high_expression, {"math": math, "__builtins__": {}}, scope))
 
 
+def kink_values(exercise: Exercise, run: Run) -> dict[str, list[tuple[float, str]]]:
+    """Each kinked input's kinks in this run: (value, the spec's expression)."""
+    scalars = {
+        p.name: run.case.values[p.name] for p in exercise.parameters if isinstance(p, ScalarParam)
+    }
+    return {
+        p.name: list(zip(_kink_points(p, scalars), p.kinks, strict=True))
+        for p in exercise.parameters
+        if isinstance(p, TensorParam) and p.kinks
+    }
+
+
 def make_tensor(
     param: TensorParam,
     shape: Sequence[int],
@@ -168,10 +189,15 @@ def make_tensor(
 
 
 def _stated_gradients(
-    exercise: Exercise, args: Sequence[object], upstream: tuple[torch.Tensor, ...]
+    exercise: Exercise,
+    args: Sequence[object],
+    upstream: tuple[torch.Tensor, ...],
+    expressions: Mapping[str, str] | None = None,
 ) -> dict[str, torch.Tensor]:
-    """The spec's own gradient expressions, where autograd of the reference is not the target."""
-    if not exercise.expected_gradient:
+    """The spec's own gradient expressions, where autograd of the reference is not the
+    target (or, with ``expressions``, the wrong gradients of a declared mistake)."""
+    expressions = exercise.expected_gradient if expressions is None else expressions
+    if not expressions:
         return {}
     env = {"torch": torch, "F": F, "math": math, "__builtins__": builtins}
     local: dict[str, object] = {
@@ -181,7 +207,7 @@ def _stated_gradients(
     local["grad_output"] = upstream[0]
     local["grad_outputs"] = upstream
     stated = {}
-    for name, expression in exercise.expected_gradient.items():
+    for name, expression in expressions.items():
         value = eval(expression, env, local)
         if not isinstance(value, torch.Tensor):
             raise ValueError(f"expected_gradient.{name} does not give a tensor")
@@ -251,7 +277,10 @@ def build_plan(exercise: Exercise, seed: int) -> Plan:
         )
         for _ in range(STATE_VALUE_SETS)
     )
+    elementwise = _is_elementwise(exercise, runs[0])
     return Plan(
+        elementwise=elementwise,
+        picture_run=_picture_run(exercise, generator) if elementwise else None,
         runs=tuple(runs),
         kink_runs=kink_runs,
         state_runs=state_runs,
@@ -260,6 +289,65 @@ def build_plan(exercise: Exercise, seed: int) -> Plan:
             _stability_run(exercise, index, generator) for index in range(len(exercise.stability))
         ),
     )
+
+
+PICTURE_POINTS = 241
+
+
+def _picture_run(exercise: Exercise, generator: torch.Generator) -> Run:
+    """The first case's arguments with every float tensor evenly spaced over [low, high]."""
+    case = exercise.cases[0]
+    args: list[object] = []
+    values: dict[str, CaseValue] = {}
+    for param in exercise.parameters:
+        if isinstance(param, TensorParam):
+            values[param.name] = (PICTURE_POINTS,)
+            if param.is_float:
+                args.append(
+                    torch.linspace(param.low, param.high, PICTURE_POINTS, dtype=torch.float64)
+                )
+            else:
+                args.append(
+                    make_tensor(param, (PICTURE_POINTS,), {}, generator, int_high(param, case))
+                )
+        else:
+            values[param.name] = case.values[param.name]
+            args.append(case.values[param.name])
+    return _run(exercise, Case(values=values), torch.float64, tuple(args), generator)
+
+
+def _is_elementwise(exercise: Exercise, run: Run) -> bool:
+    """One output, shaped like every input that needs a gradient, and a nudge of one
+    input element moves that output element alone."""
+    if exercise.outputs != 1 or run.expected_outputs[0].numel() < 2:
+        return False
+    shape = run.expected_outputs[0].shape
+    positions = [
+        i
+        for i, (p, a) in enumerate(zip(run.params, run.args, strict=True))
+        if isinstance(p, TensorParam) and p.requires_grad
+    ]
+    for position in positions:
+        value = run.args[position]
+        if not isinstance(value, torch.Tensor) or value.shape != shape:
+            return False
+        nudged = list(run.args)
+        moved = value.clone().to(torch.float64)
+        moved.reshape(-1)[0] += 1e-3
+        nudged[position] = moved
+        nudged = [
+            a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+            for a in nudged
+        ]
+        with torch.no_grad():
+            base = [
+                a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+                for a in run.args
+            ]
+            change = evaluate_reference(exercise, nudged)[0] - evaluate_reference(exercise, base)[0]
+        if bool((change.reshape(-1)[1:] != 0).any()):
+            return False
+    return True
 
 
 def _kink_run(exercise: Exercise, run: Run, generator: torch.Generator) -> list[KinkRun]:
@@ -307,23 +395,20 @@ def _one_sided_slopes(
 ) -> tuple[float, float]:
     """The left and right derivatives of an element-wise function at one element, in order
     (in float64 whatever the run's dtype: the step is below float32's resolution)."""
-    step = 1e-7
-    values = []
-    for shift in (-step, 0.0, step):
-        shifted = [
-            a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
-            for a in args
-        ]
-        shifted = [a.clone() if isinstance(a, torch.Tensor) else a for a in shifted]
-        tensor = shifted[position]
-        assert isinstance(tensor, torch.Tensor)
-        tensor.reshape(-1)[flat_index] += shift
+    wide = [
+        a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+        for a in args
+    ]
+    point = wide[position]
+    assert isinstance(point, torch.Tensor)
+
+    def output(moved: torch.Tensor) -> torch.Tensor:
+        call = list(wide)
+        call[position] = moved
         with torch.no_grad():
-            output = evaluate_reference(exercise, shifted)[0]
-        values.append(float(output.reshape(-1)[flat_index]))
-    left = (values[1] - values[0]) / step
-    right = (values[2] - values[1]) / step
-    return min(left, right), max(left, right)
+            return evaluate_reference(exercise, call)[0]
+
+    return one_sided_slopes(output, point, flat_index, 1e-7)
 
 
 def _log_scale(
@@ -528,6 +613,21 @@ def _run(
     tolerance = (
         exercise.tolerances.float32 if dtype == torch.float32 else exercise.tolerances.float64
     )
+    known_wrong: dict[str, dict[str, tuple[str, torch.Tensor]]] = {}
+    for mistake, declared in exercise.mistakes.items():
+        for name, wrong in _stated_gradients(exercise, live, upstream, declared.gradient).items():
+            known_wrong.setdefault(name, {})[mistake] = (declared.words, wrong)
+    if len(outputs) > 1:  # a backward that ignores one of the upstream gradients
+        for ignored in range(len(outputs)):
+            partial = tuple(
+                torch.zeros_like(u) if index == ignored else u for index, u in enumerate(upstream)
+            )
+            words = (
+                f"{MISTAKES['ignores_an_upstream']}: the gradient is what it would be if "
+                f"output {ignored + 1} were not used (grad_out{ignored + 1} is ignored)"
+            )
+            for name, wrong in gradients(partial).items():
+                known_wrong.setdefault(name, {})["ignores_an_upstream"] = (words, wrong)
     return Run(
         case=case,
         dtype=dtype,
@@ -540,6 +640,7 @@ def _run(
         upstream_other=upstream_other,
         expected_grads_other=gradients(upstream_other),
         expected_grads_ones=gradients(tuple(torch.ones_like(o) for o in outputs)),
+        known_wrong=known_wrong,
     )
 
 

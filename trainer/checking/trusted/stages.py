@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
-from trainer.checking.learner.loading import NOT_WRITTEN, describe_exception
+from trainer.checking.report import Verdict
 from trainer.checking.trusted.compare import compare_tensor, shape_text
-from trainer.checking.trusted.diagnosis import diagnose, view_lines
+from trainer.checking.trusted.diagnosis import diagnose, named, view_lines
 from trainer.checking.trusted.plan import Plan, Run
 from trainer.checking.trusted.proxy import (
     LearnerFault,
@@ -28,19 +28,25 @@ from trainer.checking.trusted.proxy import (
     Sandbox,
     forward_outputs,
 )
+from trainer.checking.wording import NOT_WRITTEN, describe_exception
 from trainer.spec import Exercise
 from trainer.vocabulary import Stage, stages_for
 
-PASS, FAIL, SKIP = "pass", "fail", "skip"
+# One verdict type for the checker and the report.
+PASS, FAIL, SKIP = Verdict.PASS, Verdict.FAIL, Verdict.SKIP
 
 
 @dataclass
 class StageOutcome:
-    verdict: str
+    verdict: Verdict
     message: str
     details: list[str] = field(default_factory=list)
     diagnosis: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)  # advice that does not fail the check
+    pictures: list[dict[str, Any]] = field(default_factory=list)  # of a wrong gradient
+    # The failure's words without the run they happened in: the same error in
+    # another stage is recognised by it.
+    error: str = ""
 
     @property
     def passed(self) -> bool:
@@ -59,6 +65,8 @@ class Checked:
     # Bytes the reference solution saves for backward, per run label (for advice).
     reference_saved: dict[str, int] = field(default_factory=dict)
     double_backward: bool = False
+    # Validation only needs the first failing stage: the rest are skipped.
+    stop_after_failure: bool = False
 
 
 @dataclass
@@ -69,6 +77,7 @@ class Failure:
     message: str
     details: list[str] = field(default_factory=list)
     diagnosis: dict[str, Any] | None = None
+    pictures: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def same_for_every_run(self) -> bool:
@@ -81,7 +90,14 @@ def summarise(failures: list[Failure], total: int, success: str) -> StageOutcome
         return StageOutcome(PASS, success)
     first = failures[0]
     if first.same_for_every_run or first.run is None:
-        return StageOutcome(FAIL, first.message, list(first.details), first.diagnosis)
+        return StageOutcome(
+            FAIL,
+            first.message,
+            list(first.details),
+            first.diagnosis,
+            pictures=first.pictures,
+            error=first.message,
+        )
     message = f"{first.message} (for {first.run.label})"
     details = list(first.details)
     if len(failures) == total and total > 1:
@@ -90,7 +106,9 @@ def summarise(failures: list[Failure], total: int, success: str) -> StageOutcome
         others = "; ".join(f.run.label for f in failures[1:4] if f.run is not None)
         more = f" and {len(failures) - 4} more" if len(failures) > 4 else ""
         details.append(f"also fails for {others}{more} ({len(failures)} of {total} runs)")
-    return StageOutcome(FAIL, message, details, first.diagnosis)
+    return StageOutcome(
+        FAIL, message, details, first.diagnosis, pictures=first.pictures, error=first.message
+    )
 
 
 _COUNT = re.compile(r"returned an incorrect number of gradients \(expected (\d+), got (\d+)\)")
@@ -157,7 +175,7 @@ def explain_with_mistake(
     """:func:`explain`, plus the classic mistake when the words name one."""
     if isinstance(error, LearnerFault):
         if NOT_WRITTEN in error.message.split(":")[0]:
-            diagnosis = {"mistake": "not_written", "input": "", "text": error.message, "view": []}
+            diagnosis = named("not_written", error.message)
             return error.message, error.details, diagnosis
         return error.message, error.details, None
     # Raised by torch here, on what the learner's method returned.
@@ -165,7 +183,7 @@ def explain_with_mistake(
         found = _autograd_words(str(error), names)
         if found:
             words, mistake, input_name = found
-            return words, [], {"mistake": mistake, "input": input_name, "text": words, "view": []}
+            return words, [], named(mistake, words, input_name)
         return f"autograd rejected what backward returned: {describe_exception(error)}", [], None
     return f"{during} failed: {describe_exception(error)}", [], None
 
@@ -176,39 +194,10 @@ def apply(function_class: type[torch.autograd.Function], args: list[object]) -> 
 
 
 def output_name(exercise: Exercise, index: int) -> str:
-    return "the output" if exercise.outputs == 1 else f"output {index}"
-
-
-def call_forward(
-    function_class: type[torch.autograd.Function], run: Run, exercise: Exercise
-) -> tuple[list[object], tuple[torch.Tensor, ...]] | Failure:
-    args = run.fresh_args()
-    try:
-        outputs = forward_outputs(apply(function_class, args), exercise)
-    except Exception as error:  # a learner's fault, or torch rejecting its result
-        message, details = explain(error, "forward")
-        return Failure(run, message, details)
-    return args, outputs
-
-
-def forward_stage(checked: Checked) -> StageOutcome:
-    function_class, plan, exercise = checked.function_class, checked.plan, checked.exercise
-    failures: list[Failure] = []
-    for run in plan.runs:
-        called = call_forward(function_class, run, exercise)
-        if isinstance(called, Failure):
-            failures.append(called)
-            continue
-        for index, (expected, got) in enumerate(zip(run.expected_outputs, called[1], strict=True)):
-            mismatch = compare_tensor(output_name(exercise, index), expected, got, run.tolerance)
-            if mismatch:
-                failures.append(Failure(run, mismatch.summary, _lines(mismatch.detail)))
-                break
-    return summarise(
-        failures,
-        len(plan.runs),
-        f"matches `{exercise.reference}` on {len(plan.runs)} runs (float32 and float64)",
-    )
+    """Outputs counted from 1, with the name the stubs give their upstream gradient."""
+    if exercise.outputs == 1:
+        return "the output"
+    return f"output {index + 1} (the one grad_out{index + 1} belongs to)"
 
 
 def learner_gradients(
@@ -271,7 +260,7 @@ def compare_gradients(
             return Failure(
                 run,
                 text,
-                diagnosis={"mistake": "none_for_required", "input": name, "text": text, "view": []},
+                diagnosis=named("none_for_required", text, name),
             )
         mismatch = compare_tensor(f"grad for `{name}`", expected[name], got, run.tolerance)
         if not mismatch:
@@ -290,6 +279,7 @@ def compare_gradients(
             expected_other=run.expected_grads_other[name],
             got_other=got_other,
             upstream=run.upstream[0] if len(run.upstream) == 1 else None,
+            known=run.known_wrong.get(name),
             rtol=max(run.tolerance.rtol * 100, 1e-4),
             atol=max(run.tolerance.atol * 100, 1e-6),
         )
@@ -303,30 +293,39 @@ def compare_gradients(
     return None
 
 
-def backward_stage(checked: Checked) -> StageOutcome:
-    function_class, plan, exercise = checked.function_class, checked.plan, checked.exercise
-    failures: list[Failure] = []
-    for run in plan.runs:
-        grads = learner_gradients(function_class, run, exercise)
-        if isinstance(grads, Failure):
-            failures.append(grads)
-            continue
-        failure = compare_gradients(function_class, run, exercise, grads, run.expected_grads)
-        if failure:
-            failures.append(failure)
-    names = ", ".join(f"`{n}`" for n in plan.runs[0].grad_names())
-    target = (
-        "the spec's stated gradient ("
-        + "; ".join(f"`{v}`" for v in exercise.expected_gradient.values())
-        + ")"
-        if exercise.expected_gradient
-        else f"autograd of `{exercise.reference}`"
-    )
-    return summarise(
-        failures,
-        len(plan.runs),
-        f"gradients for {names} match {target} on {len(plan.runs)} runs with random upstream gradients",
-    )
+def draw(
+    checked: Checked,
+    run: Run,
+    grads: dict[str, torch.Tensor | None],
+    diagnosis: dict[str, Any] | None,
+    only_wrong: bool = True,
+) -> list[dict[str, Any]]:
+    """Pictures of the learner's gradients against the right ones (plain data, a few kB)."""
+    from trainer.checking.trusted.pictures import gradient_pictures
+    from trainer.checking.trusted.plan import kink_values
+
+    mistakes = {str(diagnosis["input"]): str(diagnosis["mistake"])} if diagnosis else {}
+    dense = checked.plan.picture_run
+    if dense is not None:  # a curve over evenly spaced inputs reads better than random points
+        dense_grads = learner_gradients(checked.function_class, dense, checked.exercise)
+        if isinstance(dense_grads, dict):
+            run, grads = dense, dense_grads
+    try:
+        pictures = gradient_pictures(
+            {p.name: a for p, a in zip(run.params, run.args, strict=True)},
+            run.expected_grads,
+            grads,
+            run.upstream[0] if len(run.upstream) == 1 else None,
+            elementwise=checked.plan.elementwise,
+            rtol=run.tolerance.rtol,
+            atol=run.tolerance.atol,
+            kinks=kink_values(checked.exercise, run),
+            mistakes=mistakes,
+            only_wrong=only_wrong,
+        )
+    except Exception:  # a picture is optional; the verdict stands without it
+        return []
+    return [dict(p) for p in pictures]
 
 
 def _lines(*lines: str) -> list[str]:
@@ -344,7 +343,7 @@ def stage_ids(exercise: Exercise, double_backward: bool = False) -> list[str]:
     return [stage.id for stage in stages_for(exercise, double_backward)]
 
 
-def _body(stage: Stage) -> StageBody:
+def stage_body(stage: Stage) -> StageBody:
     module, function = stage.runs.split(":")
     body: StageBody = getattr(importlib.import_module(module), function)
     return body
@@ -365,10 +364,12 @@ def run_stages(checked: Checked, report: Reporter) -> None:
         if blocked is not None:
             report(stage.id, functools.partial(StageOutcome, SKIP, f"skipped: {blocked}"))
             continue
-        run = functools.partial(_body(stage), checked)
+        run = functools.partial(stage_body(stage), checked)
         outcome = report(stage.id, functools.partial(_once, said, stage, sandbox, run))
         if stage.id == "load" and not outcome.passed:
             blocked = "the file did not load"
+        elif checked.stop_after_failure and outcome.verdict == FAIL:
+            blocked = "an earlier stage failed (this run stops at the first failure)"
         if sandbox.alive:
             sandbox.reset()
 
@@ -379,7 +380,7 @@ def _once(
     outcome = _guarded(sandbox, body)
     if outcome.verdict != FAIL:
         return outcome
-    key = outcome.message
+    key = outcome.error or outcome.message
     if key in said:
         return StageOutcome(
             FAIL,
@@ -389,24 +390,6 @@ def _once(
         )
     said[key] = stage.title
     return outcome
-
-
-def load_stage(checked: Checked) -> StageOutcome:
-    return _load(checked)
-
-
-def _load(checked: Checked) -> StageOutcome:
-    reply = checked.sandbox.load()
-    problem = reply.get("problem")
-    if isinstance(problem, dict):
-        details = problem.get("details", [])
-        return StageOutcome(
-            FAIL,
-            str(problem.get("message", "the file did not load")),
-            [str(d) for d in details] if isinstance(details, list) else [],
-        )
-    name = checked.exercise.class_name
-    return StageOutcome(PASS, f"`{name}` found with static forward and backward")
 
 
 def _guarded(sandbox: Sandbox, body: Callable[[], StageOutcome]) -> StageOutcome:

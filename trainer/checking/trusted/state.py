@@ -13,6 +13,7 @@ changes after N calls fails, and the message names the call.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -20,11 +21,13 @@ import torch
 
 from trainer.checking import values
 from trainer.checking.trusted.compare import compare_tensor
+from trainer.checking.trusted.diagnosis import named
 from trainer.checking.trusted.plan import Run, evaluate_reference
 from trainer.checking.trusted.proxy import LearnerFault
 from trainer.checking.trusted.stages import FAIL, PASS, Checked, Failure, StageOutcome
 
 REPEATED_CALLS = 1000
+REPEAT_BUDGET = 3.0  # seconds of the learner's time for the repeated calls
 
 
 def _call_set(
@@ -43,6 +46,7 @@ def _train(
     scenario: str,
     calls: Sequence[tuple[Run, Sequence[torch.Tensor | None]]],
     order: Sequence[int] | None = None,
+    budget: float | None = None,
 ) -> list[list[torch.Tensor | None]]:
     blobs: list[bytes] = []
     request: dict[str, Any] = {
@@ -52,6 +56,8 @@ def _train(
     }
     if order is not None:
         request["order"] = list(order)
+    if budget is not None:
+        request["budget"] = budget
     reply, reply_blobs = checked.sandbox.call(request, blobs)
     error = reply.get("error")
     if isinstance(error, dict):
@@ -86,30 +92,76 @@ def _repeated(checked: Checked, run: Run) -> Failure | None:
     generator = torch.Generator().manual_seed(1)
     order = torch.randint(0, len(runs), (REPEATED_CALLS,), generator=generator).tolist()
     order[: len(runs)] = range(len(runs))  # every value set once first
-    grads = _train(checked, "repeat", [(r, r.upstream) for r in runs], order)
-    first_right: dict[int, int] = {}
-    for call, (index, got) in enumerate(zip(order, grads, strict=True), start=1):
-        run = runs[index]
-        wrong = _mismatch(run, got, run.expected_grads)
-        if wrong is None:
-            first_right.setdefault(index, call)
-            continue
-        summary, detail = wrong
-        earlier = first_right.get(index)
-        if earlier is not None:
-            text = (
-                f"backward gave a different gradient on call {call} than on call {earlier} "
-                f"for the same inputs ({summary}): it depends on something outside ctx and "
-                "its inputs (state kept between calls?)"
-            )
-        else:
-            text = (
-                f"on call {call} of {REPEATED_CALLS} (same shape, fresh values), {summary}: "
-                "does backward use something other than ctx and grad_output, such as a "
-                "value cached from an earlier call?"
-            )
-        return Failure(run, text, [detail] if detail else [], _state_mistake(text))
-    return None
+    started = time.monotonic()
+    grads = _train(checked, "repeat", [(r, r.upstream) for r in runs], order, REPEAT_BUDGET)
+    elapsed = time.monotonic() - started
+    if len(grads) < len(order) and elapsed < REPEAT_BUDGET:
+        # Only a slow backward may make fewer calls, and only when its time is up.
+        raise LearnerFault(
+            f"the learner's process stopped after {len(grads)} of {len(order)} calls "
+            f"in {elapsed:.2f} s, before its time was up"
+        )
+    order = order[: len(grads)]  # a slow backward makes fewer calls in its time budget
+    wrong_calls = _wrong_calls(runs, order, grads)
+    if not wrong_calls:
+        return None
+    call = wrong_calls[0]
+    index = order[call - 1]
+    run = runs[index]
+    wrong = _mismatch(run, grads[call - 1], run.expected_grads)
+    summary, detail = wrong if wrong is not None else ("the gradient is wrong", "")
+    earlier = next(
+        (
+            c
+            for c, i in enumerate(order[: call - 1], start=1)
+            if i == index and c not in wrong_calls
+        ),
+        None,
+    )
+    if earlier is not None:
+        text = (
+            f"backward gave a different gradient on call {call} than on call {earlier} "
+            f"for the same inputs ({summary}): it depends on something outside ctx and "
+            "its inputs (state kept between calls?)"
+        )
+    else:
+        text = (
+            f"on call {call} of {len(order)} (same shape, fresh values), {summary}: "
+            "does backward use something other than ctx and grad_output, such as a "
+            "value cached from an earlier call?"
+        )
+    return Failure(run, text, [detail] if detail else [], _state_mistake(text))
+
+
+def _wrong_calls(
+    runs: Sequence[Run], order: Sequence[int], grads: list[list[torch.Tensor | None]]
+) -> list[int]:
+    """The calls (counted from 1) whose gradients are wrong, compared all at once per
+    value set rather than one call at a time."""
+    wrong: set[int] = set()
+    for index, run in enumerate(runs):
+        calls = [c for c, i in enumerate(order) if i == index]
+        for slot, name in enumerate(run.grad_names()):
+            expected = run.expected_grads[name].to(torch.float64)
+            got = [grads[c][slot] if slot < len(grads[c]) else None for c in calls]
+            usable = [
+                isinstance(g, torch.Tensor)
+                and g.shape == expected.shape
+                and g.dtype == run.expected_grads[name].dtype
+                for g in got
+            ]
+            wrong.update(c + 1 for c, ok in zip(calls, usable, strict=True) if not ok)
+            stacked = [g for g, ok in zip(got, usable, strict=True) if ok]
+            if not stacked:
+                continue
+            values = torch.stack([g.to(torch.float64) for g in stacked])  # type: ignore[union-attr]
+            allowed = run.tolerance.atol + run.tolerance.rtol * expected.abs()
+            error = (values - expected).abs()
+            bad = ~(error <= allowed)  # nan counts as wrong
+            bad_calls = bad.reshape(len(stacked), -1).any(dim=1).tolist()
+            usable_calls = [c for c, ok in zip(calls, usable, strict=True) if ok]
+            wrong.update(c + 1 for c, is_bad in zip(usable_calls, bad_calls, strict=True) if is_bad)
+    return sorted(wrong)
 
 
 def _one_graph(checked: Checked, run: Run) -> Failure | None:
@@ -210,7 +262,7 @@ def _reference_grads(
 
 
 def _state_mistake(text: str) -> dict[str, Any]:
-    return {"mistake": "state_outside_ctx", "input": "", "text": text, "view": []}
+    return named("state_outside_ctx", text)
 
 
 # Each scenario, the words that introduce an error raised in it, and the mistake it suggests.
@@ -239,13 +291,14 @@ _SCENARIOS: tuple[tuple[Callable[[Checked, Run], Failure | None], str, str], ...
 def state_stage(checked: Checked) -> StageOutcome:
     run = next((r for r in checked.plan.runs if r.dtype == torch.float64), checked.plan.runs[0])
     failure: Failure | None = None
+    error = ""  # an error raised by the learner's code, without the scenario's words
     for step, words, mistake in _SCENARIOS:
         try:
             failure = step(checked, run)
         except LearnerFault as fault:
             text = f"{words}, {fault.message}"
-            diagnosis = {"mistake": mistake, "input": "", "text": text, "view": []}
-            failure = Failure(run, text, fault.details, diagnosis)
+            diagnosis = named(mistake, text)
+            failure, error = Failure(run, text, fault.details, diagnosis), fault.message
         if failure is not None:
             break
     success = (
@@ -255,4 +308,6 @@ def state_stage(checked: Checked) -> StageOutcome:
     )
     if failure is None:
         return StageOutcome(PASS, success)
-    return StageOutcome(FAIL, failure.message, list(failure.details), failure.diagnosis)
+    return StageOutcome(
+        FAIL, failure.message, list(failure.details), failure.diagnosis, error=error
+    )

@@ -1,0 +1,144 @@
+"""Nothing to read, nothing to detect: the learner's process holds none of the checker's
+expectations and looks like a plain ``python -c`` program that imported the file.
+
+For each channel, a learner file searches it and must find nothing, and a file
+that "behaves only when checked" (right when it detects the checker, wrong
+otherwise) must fail. What stays visible, and why, is in
+``trainer/checking/learner/serve.py`` (``look_plain``).
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CATALOG
+from trainer.checking.runner import CheckingService, run_check
+
+
+@pytest.fixture(scope="module")
+def service() -> Iterator[CheckingService]:
+    with CheckingService() as running:
+        yield running
+
+
+# Each probe returns a list of what it found of the checker.
+PROBES = {
+    "gc": """
+        import gc
+        # Built at run time, so that this file's own constants do not match.
+        names = {n.upper() for n in ["plan", "run", "kinkrun", "checked", "channel", "exercise"]}
+        keys = {"_".join(p) for p in [("expected", "grads"), ("expected", "outputs"), ("to", "ken")]}
+        title = " ".join(["hand-written", "backward"])  # from the spec's title, not in this file
+        found = sorted({type(o).__name__ for o in gc.get_objects() if type(o).__name__.upper() in names})
+        found += [k for o in gc.get_objects() if isinstance(o, dict) for k in list(o)[:50] if k in keys]
+        found += ["spec text" for o in gc.get_objects() if isinstance(o, (list, tuple, dict))
+                  and any(isinstance(v, str) and title in v
+                          for v in (o.values() if isinstance(o, dict) else o))]
+        return found
+    """,
+    "sys.modules": """
+        import sys
+        return [n for n in sys.modules if "trainer" in n or "checking" in n]
+    """,
+    "environment": """
+        import os
+        return [k for k in os.environ if "TRAINER" in k.upper()]
+    """,
+    "sys.argv": """
+        import sys
+        return [a for a in sys.argv if "trainer" in a or "check" in a]
+    """,
+    "module name": """
+        return [] if __name__ == "sigmoid" else [__name__]
+    """,
+    "call stack": """
+        import sys
+        found, frame = [], sys._getframe()
+        while frame is not None:  # inspect.stack() would read every file: too slow here
+            name = str(frame.f_globals.get("__name__"))
+            if "trainer" in frame.f_code.co_filename or "trainer" in name:
+                found.append(frame.f_code.co_filename)
+            frame = frame.f_back
+        return found
+    """,
+    "parent command line": """
+        import os
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as handle:
+            line = handle.read().decode(errors="replace")
+        return [line] if "trainer" in line or "checking" in line else []
+    """,
+}
+
+
+def _probe_function(name: str) -> str:
+    """``probe()``: the search, run once (a search of gc is slow) and remembered."""
+    body = textwrap.indent(textwrap.dedent(PROBES[name]).strip(), "    ")
+    return (
+        f"def search():\n{body}\n\n\nSEEN = []\n\n\n"
+        "def probe():\n    if not SEEN:\n        SEEN.append(search())\n    return SEEN[0]\n"
+    )
+
+
+HEADER = "import json\nimport torch\n\n"
+LEARNER = """
+
+class MySigmoid(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.sigmoid(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        found = probe()
+        {action}
+"""
+
+
+def _check(service: CheckingService, tmp_path: Path, source: str) -> tuple[bool, str]:
+    path = tmp_path / "sigmoid.py"  # the module name a plain `import sigmoid` gives
+    path.write_text(source, encoding="utf-8")
+    report = run_check(CATALOG.get("sigmoid"), path, service=service)
+    return report.passed, report.output
+
+
+@pytest.mark.parametrize("channel", list(PROBES))
+def test_a_learner_searching_a_channel_finds_nothing_of_the_checker(service, tmp_path, channel):
+    action = (
+        'print("FOUND", json.dumps(found), flush=True)\n        return grad_output * y * (1 - y)'
+    )
+    source = HEADER + _probe_function(channel) + LEARNER.format(action=action)
+    passed, output = _check(service, tmp_path, source)
+    findings = [
+        json.loads(line.split(" ", 1)[1])
+        for line in output.splitlines()
+        if line.startswith("FOUND ")
+    ]
+    assert findings, output[-2000:]
+    assert all(found == [] for found in findings), findings[:3]
+    assert passed
+
+
+@pytest.mark.parametrize("channel", list(PROBES))
+def test_a_file_that_behaves_only_when_it_detects_the_checker_fails(service, tmp_path, channel):
+    action = "return grad_output * y * (1 - y) if found else grad_output * 0.25"
+    source = HEADER + _probe_function(channel) + LEARNER.format(action=action)
+    passed, _ = _check(service, tmp_path, source)
+    assert not passed
+
+
+def test_the_probe_files_do_detect_a_checker_that_leaks(service, tmp_path, monkeypatch):
+    """The probes are not blind: an environment variable of the checker's is found."""
+    monkeypatch.setenv("TRAINER_CHECK_ID", "leaked")
+    with CheckingService() as leaky:
+        action = 'print("FOUND", json.dumps(found), flush=True)\n        return grad_output * y * (1 - y)'
+        source = HEADER + _probe_function("environment") + LEARNER.format(action=action)
+        _, output = _check(leaky, tmp_path, source)
+    assert "TRAINER_CHECK_ID" in output

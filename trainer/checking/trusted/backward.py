@@ -1,0 +1,41 @@
+"""Backward parity: gradients through autograd, with random upstream gradients, against the reference's."""
+
+from __future__ import annotations
+
+from trainer.checking.trusted.stages import (
+    Checked,
+    Failure,
+    StageOutcome,
+    compare_gradients,
+    draw,
+    learner_gradients,
+    summarise,
+)
+
+
+def backward_stage(checked: Checked) -> StageOutcome:
+    function_class, plan, exercise = checked.function_class, checked.plan, checked.exercise
+    failures: list[Failure] = []
+    for run in plan.runs:
+        grads = learner_gradients(function_class, run, exercise)
+        if isinstance(grads, Failure):
+            failures.append(grads)
+            continue
+        failure = compare_gradients(function_class, run, exercise, grads, run.expected_grads)
+        if failure:
+            if not failures:
+                failure.pictures = draw(checked, run, grads, failure.diagnosis)
+            failures.append(failure)
+    names = ", ".join(f"`{n}`" for n in plan.runs[0].grad_names())
+    target = (
+        "the spec's stated gradient ("
+        + "; ".join(f"`{v}`" for v in exercise.expected_gradient.values())
+        + ")"
+        if exercise.expected_gradient
+        else f"autograd of `{exercise.reference}`"
+    )
+    return summarise(
+        failures,
+        len(plan.runs),
+        f"gradients for {names} match {target} on {len(plan.runs)} runs with random upstream gradients",
+    )

@@ -1,0 +1,52 @@
+"""Forward parity: the learner's forward against the spec's reference, every case, both dtypes."""
+
+from __future__ import annotations
+
+import torch
+
+from trainer.checking.trusted.compare import compare_tensor
+from trainer.checking.trusted.plan import Run
+from trainer.checking.trusted.proxy import forward_outputs
+from trainer.checking.trusted.stages import (
+    Checked,
+    Failure,
+    StageOutcome,
+    _lines,
+    apply,
+    explain,
+    output_name,
+    summarise,
+)
+from trainer.spec import Exercise
+
+
+def call_forward(
+    function_class: type[torch.autograd.Function], run: Run, exercise: Exercise
+) -> tuple[list[object], tuple[torch.Tensor, ...]] | Failure:
+    args = run.fresh_args()
+    try:
+        outputs = forward_outputs(apply(function_class, args), exercise)
+    except Exception as error:  # a learner's fault, or torch rejecting its result
+        message, details = explain(error, "forward")
+        return Failure(run, message, details)
+    return args, outputs
+
+
+def forward_stage(checked: Checked) -> StageOutcome:
+    function_class, plan, exercise = checked.function_class, checked.plan, checked.exercise
+    failures: list[Failure] = []
+    for run in plan.runs:
+        called = call_forward(function_class, run, exercise)
+        if isinstance(called, Failure):
+            failures.append(called)
+            continue
+        for index, (expected, got) in enumerate(zip(run.expected_outputs, called[1], strict=True)):
+            mismatch = compare_tensor(output_name(exercise, index), expected, got, run.tolerance)
+            if mismatch:
+                failures.append(Failure(run, mismatch.summary, _lines(mismatch.detail)))
+                break
+    return summarise(
+        failures,
+        len(plan.runs),
+        f"matches `{exercise.reference}` on {len(plan.runs)} runs (float32 and float64)",
+    )

@@ -1,0 +1,15 @@
+"""Words both sides of the process boundary use (no torch)."""
+
+from __future__ import annotations
+
+# What the learner's process says of a backward (or forward) that still raises
+# the stub's NotImplementedError; the checker recognises it by these words.
+NOT_WRITTEN = " is not written yet"
+
+
+def describe_exception(error: BaseException) -> str:
+    """``Name: first line of the message``, or the name alone."""
+    text = str(error).strip()
+    first = text.splitlines()[0] if text else ""
+    name = type(error).__name__
+    return f"{name}: {first}" if first else name
