@@ -34,6 +34,10 @@ class Channel:
 
 def warm_up() -> None:
     """Import every stage's module once, in the server (forks inherit them)."""
+    # torch.autograd.grad with explicit grad_outputs (gradcheck uses it) imports this
+    # on first use: 0.5 s that every forked checker would pay again.
+    import torch.fx.experimental.symbolic_shapes  # noqa: F401
+
     from trainer.checking.trusted.stages import stage_body
     from trainer.vocabulary import STAGES
 

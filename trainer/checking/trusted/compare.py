@@ -76,8 +76,8 @@ def compare_tensor(
     want = expected.detach().to(torch.float64)
     error = (got_values - want).abs()
     allowed = tolerance.atol + tolerance.rtol * want.abs()
-    if slack is not None and slack.shape == want.shape:
-        allowed = allowed + slack
+    if slack is not None and (slack.dim() == 0 or slack.shape == want.shape):
+        allowed = allowed + slack.to(torch.float64)
     nan_mismatch = _isnan(got_values) != _isnan(want)
     both_nan = _isnan(got_values) & _isnan(want)
     infinite_equal = (got_values == want) & got_values.isinf()

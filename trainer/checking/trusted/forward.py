@@ -41,7 +41,10 @@ def forward_stage(checked: Checked) -> StageOutcome:
             failures.append(called)
             continue
         for index, (expected, got) in enumerate(zip(run.expected_outputs, called[1], strict=True)):
-            mismatch = compare_tensor(output_name(exercise, index), expected, got, run.tolerance)
+            slack = run.outputs_slack[index] if run.outputs_slack else None
+            mismatch = compare_tensor(
+                output_name(exercise, index), expected, got, run.tolerance, slack
+            )
             if mismatch:
                 failures.append(Failure(run, mismatch.summary, _lines(mismatch.detail)))
                 break

@@ -81,7 +81,14 @@ def _domain_failure(checked: Checked, run: Run) -> Failure | None:
             f"grad for `{name}`", expected_grad, got_grad, run.tolerance, run.grads_slack.get(name)
         )
         if mismatch:
-            return _off_domain(run, mismatch, expected_grad.shape, "backward", run.upstream)
+            return _off_domain(
+                run,
+                mismatch,
+                expected_grad.shape,
+                "backward",
+                run.upstream,
+                (expected_grad, got_grad),
+            )
     return None
 
 
@@ -91,26 +98,20 @@ def _off_domain(
     shape: torch.Size,
     during: str,
     upstream: tuple[torch.Tensor, ...] = (),
+    gradients: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> Failure:
     """Words for a value that is wrong somewhere across the domain: where, and a guess why."""
     where = _input_at(run, mismatch.index, shape)
     text = f"{mismatch.summary} ({DTYPE_NAMES[run.dtype]}{', at ' + where if where else ''})"
     mistake = "wrong_on_domain"
-    if during == "backward" and len(upstream) == 1 and mismatch.wrong is not None:
-        scale = upstream[0].detach().abs().to(torch.float64)
-        if scale.shape == mismatch.wrong.shape and bool(mismatch.wrong.any()):
-            wrong_scale = float(scale[mismatch.wrong].min())
-            right = ~mismatch.wrong
-            if (
-                bool(right.any())
-                and wrong_scale > float(scale[right].max()) * 0.999
-                and wrong_scale > 1
-            ):
-                mistake = "scales_grad_output"
-                text += (
-                    f": wrong only where |grad_output| > {wrong_scale:.3g}. Does backward clip "
-                    "or rescale grad_output? It must multiply by it, whatever its size"
-                )
+    if _clips(upstream, gradients, mismatch.wrong):
+        assert mismatch.wrong is not None
+        bound = float(upstream[0].detach().abs().to(torch.float64)[mismatch.wrong].min())
+        mistake = "scales_grad_output"
+        text += (
+            f": wrong only where |grad_output| > {bound:.3g}. Does backward clip or rescale "
+            "grad_output? It must multiply by it, whatever its size"
+        )
     if mistake == "wrong_on_domain":
         text += (
             ": the formula must hold over the whole domain, large magnitudes included "
@@ -118,6 +119,27 @@ def _off_domain(
         )
     details = [mismatch.detail] if mismatch.detail else []
     return Failure(None, text, details, named(mistake, text))
+
+
+def _clips(
+    upstream: tuple[torch.Tensor, ...],
+    gradients: tuple[torch.Tensor, torch.Tensor] | None,
+    wrong: torch.Tensor | None,
+) -> bool:
+    """A backward that clips grad_output at some bound T gives got = T·expected/|g| where
+    |g| > T: got/expected·|g| is the same number T (above 1) at every wrong element."""
+    if len(upstream) != 1 or gradients is None or wrong is None or not bool(wrong.any()):
+        return False
+    expected, got = (t.detach().to(torch.float64) for t in gradients)
+    g = upstream[0].detach().abs().to(torch.float64)
+    if not expected.shape == got.shape == g.shape == wrong.shape:
+        return False
+    usable = wrong & (expected.abs() > 0)
+    if not bool(usable.any()):
+        return False
+    bound = (got[usable] / expected[usable]) * g[usable]
+    middle = float(bound.median())
+    return middle > 1 and bool(((bound - middle).abs() <= 1e-3 * middle).all())
 
 
 def _not_finite(run: Run, what: str, tensor: torch.Tensor) -> Failure:

@@ -262,7 +262,8 @@ def compare_gradients(
                 text,
                 diagnosis=named("none_for_required", text, name),
             )
-        mismatch = compare_tensor(f"grad for `{name}`", expected[name], got, run.tolerance)
+        slack = run.grads_slack.get(name) if expected is run.expected_grads else None
+        mismatch = compare_tensor(f"grad for `{name}`", expected[name], got, run.tolerance, slack)
         if not mismatch:
             continue
         details = _lines(mismatch.detail)

@@ -26,7 +26,7 @@ from trainer.checking.trusted.plan import Run, evaluate_reference
 from trainer.checking.trusted.proxy import LearnerFault
 from trainer.checking.trusted.stages import FAIL, PASS, Checked, Failure, StageOutcome
 
-REPEATED_CALLS = 1000
+REPEATED_CALLS = 500
 REPEAT_BUDGET = 3.0  # seconds of the learner's time for the repeated calls
 
 
