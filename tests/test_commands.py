@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from tests.conftest import CATALOG, REPO, run_cli
+from trainer.workspace import scratch_text
 
 
 def _solution(exercise_id: str) -> str:
@@ -17,7 +18,7 @@ def test_start_writes_the_stub_and_shows_the_statement_and_next_steps(isolated_w
     result = run_cli("start", "sigmoid")
     assert result.exit_code == 0
     scratch = isolated_workspace / "sigmoid.py"
-    assert scratch.read_text() == CATALOG.get("sigmoid").stub
+    assert scratch.read_text() == scratch_text(CATALOG.get("sigmoid"))
     assert "Sigmoid with a hand-written backward" in result.stdout
     assert "trainer check" in result.stdout
     assert "sigmoid.py" in result.stdout
@@ -43,7 +44,7 @@ def test_start_with_force_keeps_a_timestamped_backup_first(isolated_workspace: P
     backups = list((isolated_workspace / ".backups").glob("sigmoid-*.py"))
     assert len(backups) == 1
     assert backups[0].read_text() == "# my careful work\n"
-    assert scratch.read_text() == CATALOG.get("sigmoid").stub
+    assert scratch.read_text() == scratch_text(CATALOG.get("sigmoid"))
     assert backups[0].name in result.stdout
 
 
@@ -60,7 +61,8 @@ def test_two_forced_starts_in_the_same_second_keep_both_backups(isolated_workspa
 def test_start_with_an_unknown_id_exits_2_and_suggests_the_closest(isolated_workspace: Path):
     result = run_cli("start", "sigmoind")
     assert result.exit_code == 2
-    assert "no exercise called `sigmoind`. Did you mean `sigmoid`?" in result.stderr
+    assert "no exercise called `sigmoind` in the bundled exercises." in result.stderr
+    assert "Did you mean `sigmoid`?" in result.stderr
     assert "sigmoid" in result.stderr and "trainer list" in result.stderr
     assert not isolated_workspace.exists()
 

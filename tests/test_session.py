@@ -15,9 +15,10 @@ import pytest
 
 from tests.conftest import CATALOG, REPO, run_cli
 from trainer import interview as interviews
-from trainer.cli import complete_exercise
+from trainer.cli_common import complete_exercise
 from trainer.state import StateStore
 from trainer.watch import watch_loop
+from trainer.workspace import scratch_text
 
 COMMANDS = [
     "start",
@@ -77,7 +78,7 @@ def test_reset_restores_the_stub_and_keeps_a_backup_it_names(isolated_workspace)
     (backup,) = (isolated_workspace / ".backups").glob("sigmoid-*.py")
     assert backup.read_text() == "# an attempt worth keeping\n"
     assert backup.name in result.stdout
-    assert scratch.read_text() == CATALOG.get("sigmoid").stub
+    assert scratch.read_text() == scratch_text(CATALOG.get("sigmoid"))
 
 
 def test_the_solution_is_refused_before_a_pass_without_force():

@@ -1,4 +1,7 @@
-"""Commands for instructors and exercise authors: validate, new and grade."""
+"""Commands for instructors and exercise authors: validate, new and grade.
+
+Each calls the core and renders through :mod:`trainer.console`, nothing more.
+"""
 
 import json
 from dataclasses import asdict
@@ -8,22 +11,34 @@ from typing import Annotated
 import typer
 
 from trainer import console
-from trainer.cli import _command, _Context, complete_exercise
+from trainer.checking.runner import DEFAULT_TIMEOUT
+from trainer.cli_common import (
+    AUTHOR_PANEL,
+    ExercisesDirOption,
+    Session,
+    WorkspaceOption,
+    complete_exercise,
+)
 from trainer.errors import ExitCode, TrainerError
 
+app = typer.Typer(add_completion=False)
 
-@_command()
+
+@app.command(rich_help_panel=AUTHOR_PANEL)
 def validate(
+    ctx: typer.Context,
     paths: Annotated[
         list[Path] | None,
         typer.Argument(help="Spec files (exercises/<id>.yaml); every exercise when left out."),
     ] = None,
     jobs: Annotated[
-        int | None, typer.Option(min=1, help="Checks at once [default: every core].")
+        int | None, typer.Option(min=1, help="Checks at once (default: every core).")
     ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON document on stdout.")
     ] = False,
+    workspace: WorkspaceOption = None,
+    exercises_dir: ExercisesDirOption = None,
 ) -> None:
     """Check specs: the schema holds, the stub fails, the solution passes, each wrong variant fails.
 
@@ -39,14 +54,14 @@ def validate(
     from trainer.authoring import validate as run_validation
     from trainer.errors import SpecError
 
-    context = _Context(None)
+    session = Session(ctx, workspace, exercises_dir)
     # The questions of the catalogue and its shared quizzes, for the near-duplicate
     # rule; a catalogue that cannot be read only matters when it is what is validated.
     catalogue: list[Path] = []
     shared: list[Path] = []
     try:
-        catalogue = context.catalog.spec_paths()
-        shared = shared_quiz_paths(context.catalog.roots)
+        catalogue = session.catalog.spec_paths()
+        shared = shared_quiz_paths(session.catalog.roots)
     except SpecError:
         if not paths:
             raise
@@ -58,7 +73,7 @@ def validate(
             )
         specs = [(p, str(p)) for p in paths]
     else:
-        specs = [(p, context.catalog.display_name(p)) for p in catalogue]
+        specs = [(p, session.catalog.display_name(p)) for p in catalogue]
     with console.progress("Validating", total=None) as advance:
         results = run_validation(
             specs,
@@ -84,17 +99,20 @@ def validate(
         console.print_json(json.dumps(document, indent=2))
     else:
         console.validation_table(results)
-    raise typer.Exit(ExitCode.OK if all(r.ok for r in results) else ExitCode.CHECKS_FAILED)
+    raise typer.Exit(ExitCode.of_verdict(all(r.ok for r in results)))
 
 
-@_command()
+@app.command(rich_help_panel=AUTHOR_PANEL)
 def new(
+    ctx: typer.Context,
     exercise_id: Annotated[
         str, typer.Argument(metavar="ID", help="The new exercise's id, e.g. my_softmax.")
     ],
     root: Annotated[
         Path, typer.Option(help="Folder that gets exercises/ and solutions/ (created if needed).")
     ] = Path("."),
+    workspace: WorkspaceOption = None,
+    exercises_dir: ExercisesDirOption = None,
 ) -> None:
     """Scaffold a spec, a reference solution and a wrong variant, every field explained.
 
@@ -102,12 +120,19 @@ def new(
     """
     from trainer.authoring import scaffold
 
+    session = Session(ctx, workspace, exercises_dir)
+    if exercise_id in session.catalog.ids():
+        raise TrainerError(
+            f"an exercise called `{exercise_id}` exists already in {session.catalog.where()}. "
+            "Choose another id."
+        )
     files = scaffold(root, exercise_id)
     console.scaffolded(exercise_id, files, root)
 
 
-@_command()
+@app.command(rich_help_panel=AUTHOR_PANEL)
 def grade(
+    ctx: typer.Context,
     exercise_id: Annotated[
         str,
         typer.Argument(metavar="EXERCISE", help="Exercise id.", autocompletion=complete_exercise),
@@ -119,10 +144,14 @@ def grade(
     junit: Annotated[
         Path | None, typer.Option("--junit", help="Also write JUnit XML to this file.")
     ] = None,
-    timeout: Annotated[float, typer.Option(min=1.0, help="Seconds per submission.")] = 30.0,
+    timeout: Annotated[
+        float, typer.Option(min=1.0, help="Seconds per submission.")
+    ] = DEFAULT_TIMEOUT,
     jobs: Annotated[
-        int | None, typer.Option(min=1, help="Checks at once [default: every core].")
+        int | None, typer.Option(min=1, help="Checks at once (default: every core).")
     ] = None,
+    workspace: WorkspaceOption = None,
+    exercises_dir: ExercisesDirOption = None,
 ) -> None:
     """Check every submission of one exercise in parallel and summarise the class.
 
@@ -133,8 +162,8 @@ def grade(
     from trainer.grading import collect_submissions, junit_xml
     from trainer.grading import grade as run_grading
 
-    context = _Context(None)
-    exercise = context.catalog.get(exercise_id)
+    session = Session(ctx, workspace, exercises_dir)
+    exercise = session.catalog.get(exercise_id)
     files = collect_submissions(submissions)
     with console.progress(f"Grading {exercise.id}", total=len(files)) as advance:
         grades = run_grading(

@@ -134,7 +134,7 @@ def _relative(path: Path) -> str:
     return escape(_plain_relative(path))
 
 
-def started(exercise: Exercise, result: StartResult) -> None:
+def started(exercise: Exercise, result: StartResult, watching: bool = False) -> None:
     out.print(
         _panel(
             markdown(exercise.statement), title=_text(exercise.title, style="bold"), expand=False
@@ -247,26 +247,27 @@ def _plain_box(title: str, body: str) -> str:
     return "\n".join([top, *middle, "╰" + "─" * (inner + 2) + "╯"])
 
 
-def _plain(text: str) -> None:
+def plain(text: str) -> None:
+    """One line on stdout, without rich."""
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
 
 def hint(exercise: Exercise, number: int, text: str, last: bool) -> None:
     total = len(exercise.hints)
-    _plain(_plain_box(f"Hint {number} of {total}", text))
+    plain(_plain_box(f"Hint {number} of {total}", text))
     if last:
-        _plain(
+        plain(
             "That is the last hint. Run trainer check when ready; "
             f"trainer hint {exercise.id} --all shows every hint."
         )
     else:
-        _plain(f"Still stuck? trainer hint again for hint {number + 1}.")
+        plain(f"Still stuck? trainer hint again for hint {number + 1}.")
 
 
 def all_hints(exercise: Exercise) -> None:
     for number, text in enumerate(exercise.hints, start=1):
-        _plain(_plain_box(f"Hint {number} of {len(exercise.hints)}", text))
+        plain(_plain_box(f"Hint {number} of {len(exercise.hints)}", text))
 
 
 def quiz_question(number: int, total: int, question: QuizQuestion) -> None:
