@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from tests.conftest import CATALOG, REPO, run_cli
+from trainer.quiz import shuffled
 from trainer.workspace import scratch_text
 
 
@@ -159,28 +160,30 @@ def test_hint_all_shows_every_hint():
 
 def test_quiz_reads_answers_from_stdin_and_saves_the_best_score(isolated_workspace: Path):
     exercise = CATALOG.get("sigmoid")
-    right = "".join(f"{q.answer}\n" for q in exercise.quiz)
-    wrong = "".join(f"{q.answer % len(q.choices) + 1}\n" for q in exercise.quiz)
+    questions = shuffled(exercise.quiz, 7)
+    right = "".join(f"{q.answer}\n" for q in questions)
+    wrong = "".join(f"{q.answer % len(q.choices) + 1}\n" for q in questions)
     total = len(exercise.quiz)
 
-    result = run_cli("quiz", "sigmoid", input=wrong)
+    result = run_cli("quiz", "sigmoid", "--seed", "7", input=wrong)
     assert result.exit_code == 0
     assert "Not quite" in result.stdout
     assert f"Score: 0 of {total}" in result.stdout
 
-    result = run_cli("quiz", "sigmoid", input=right)
+    result = run_cli("quiz", "sigmoid", "--seed", "7", input=right)
     assert f"Score: {total} of {total}" in result.stdout
     assert exercise.quiz[0].explanation.split()[0] in result.stdout
 
-    run_cli("quiz", "sigmoid", input=wrong)
+    run_cli("quiz", "sigmoid", "--seed", "7", input=wrong)
     state = json.loads((isolated_workspace / ".trainer-state.json").read_text())
     assert state["exercises"]["sigmoid"]["quiz_best"] == total
 
 
 def test_quiz_asks_again_after_an_answer_that_is_not_a_choice():
     exercise = CATALOG.get("sigmoid")
-    answers = "banana\n9\n" + "".join(f"{q.answer}\n" for q in exercise.quiz)
-    result = run_cli("quiz", "sigmoid", input=answers)
+    questions = shuffled(exercise.quiz, 3)
+    answers = "banana\n9\n" + "".join(f"{q.answer}\n" for q in questions)
+    result = run_cli("quiz", "sigmoid", "--seed", "3", input=answers)
     assert result.exit_code == 0
     assert result.stdout.count("Please type a number from 1 to") == 2
     assert f"Score: {len(exercise.quiz)} of {len(exercise.quiz)}" in result.stdout

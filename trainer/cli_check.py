@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 
 app = typer.Typer(add_completion=False)
 
+MAX_SEED = 2**64 - 1  # torch.manual_seed takes seeds up to here
+
 
 @app.command(rich_help_panel=LEARN_PANEL)
 def check(
@@ -54,7 +56,10 @@ def check(
         float, typer.Option(min=1.0, help="Seconds before the check is stopped.")
     ] = DEFAULT_TIMEOUT,
     seed: Annotated[
-        int, typer.Option(help="Seed for the random inputs and upstream gradients.")
+        int,
+        typer.Option(
+            min=0, max=MAX_SEED, help="Seed for the random inputs and upstream gradients."
+        ),
     ] = DEFAULT_SEED,
     double_backward: Annotated[
         bool,
@@ -81,6 +86,8 @@ def check(
         path = session.scratch_file(exercise)
     elif not file.is_file():
         raise WorkspaceError(f"no file at {file}. Check the path given to --file.")
+    elif not file.read_bytes().strip():
+        raise WorkspaceError(f"{file} is empty: nothing to check. Check the path given to --file.")
     else:
         path = file
     report = run_check(
@@ -157,8 +164,8 @@ def watch(
         )
         session.record_check(exercise, report.passed)
         watched.passed = report.passed
-        console.clear()
-        console.check_report(report, exercise)
+        console.clear()  # each verdict on a clean screen
+        console.check_report(report, exercise, watching=True)
         console.watch_keys(report.passed)
 
     def on_key(key: str) -> bool:
@@ -168,15 +175,17 @@ def watch(
             check()
         elif key == "h":
             reveal = reveal_next_hint(watched.exercise, session.writable_store())
-            console.hint(watched.exercise, reveal.number, reveal.text, reveal.last)
+            console.hint(watched.exercise, reveal.number, reveal.text, reveal.last, watching=True)
         elif key == "n" and watched.passed:
             following = session.first_not_passed()
             if following is None:
                 console.all_passed(len(session.catalog.all))
                 return False
-            session.start(following)
-            watched.exercise = following
-            check()
+            # The new statement first; its stub is checked at its first save (or c).
+            console.clear()
+            session.start(following, watching=True)
+            watched.exercise, watched.passed = following, False
+            console.watch_keys(passed=False)
         return True
 
     keys: queue.Queue[str] = queue.Queue()

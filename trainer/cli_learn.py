@@ -4,6 +4,7 @@ Each calls the core and renders through :mod:`trainer.console`, nothing more.
 None of them imports torch.
 """
 
+import subprocess
 from typing import Annotated
 
 import typer
@@ -19,8 +20,8 @@ from trainer.cli_common import (
 )
 from trainer.errors import TrainerError
 from trainer.interview import DEFAULT_MINUTES
-from trainer.spec import Exercise
-from trainer.workspace import reset_scratch
+from trainer.spec import TRACKS, Exercise
+from trainer.workspace import editor_command, reset_all, reset_scratch
 
 app = typer.Typer(add_completion=False)
 
@@ -80,24 +81,31 @@ def hint(
 def quiz(
     ctx: typer.Context,
     exercise_id: ExerciseArgument = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            min=0, help="Seed for the order of the choices (default: a new order each time)."
+        ),
+    ] = None,
     workspace: WorkspaceOption = None,
     exercises_dir: ExercisesDirOption = None,
 ) -> None:
-    """Answer the exercise's multiple-choice questions; the best score is kept.
+    """Answer the exercise's multiple-choice questions, choices shuffled; the best score is kept.
 
     Example: trainer quiz sigmoid
     """
     session = Session(ctx, workspace, exercises_dir)
-    run_quiz(session, session.exercise(exercise_id))
+    run_quiz(session, session.exercise(exercise_id), seed)
 
 
-def run_quiz(session: Session, exercise: Exercise) -> None:
+def run_quiz(session: Session, exercise: Exercise, seed: int | None = None) -> None:
     """Ask every question, then keep the score (nothing is saved when input runs out)."""
-    from trainer.quiz import parse_choice, record_score
+    from trainer.quiz import parse_choice, record_score, shuffled
 
+    questions = shuffled(exercise.quiz, seed)
     score = 0
-    total = len(exercise.quiz)
-    for number, question in enumerate(exercise.quiz, start=1):
+    total = len(questions)
+    for number, question in enumerate(questions, start=1):
         console.quiz_question(number, total, question)
         while True:
             answer = console.ask(f"Your answer (1-{len(question.choices)}): ")
@@ -133,31 +141,89 @@ def list_exercises(
     session = Session(ctx, workspace, exercises_dir)
     state = session.store.load() if session.exists else State()
     session.show_notices()
-    console.exercise_list(session.catalog.all, state)
+    console.exercise_list(
+        session.catalog.all, state, session.workspace.root if session.exists else None
+    )
+
+
+def _complete_track(incomplete: str) -> list[str]:
+    return [t for t in TRACKS if t.startswith(incomplete)]
 
 
 @app.command("next", rich_help_panel=LEARN_PANEL)
 def next_exercise(
     ctx: typer.Context,
+    track: Annotated[
+        str | None,
+        typer.Option(
+            "--track",
+            "-t",
+            help=f"Pick within one track: {', '.join(TRACKS)}.",
+            show_default=False,
+            autocompletion=_complete_track,
+        ),
+    ] = None,
     workspace: WorkspaceOption = None,
     exercises_dir: ExercisesDirOption = None,
 ) -> None:
-    """Start the first exercise you have not passed yet.
+    """Start the first exercise you have not passed yet, in the order of `trainer list`.
 
-    Example: trainer next
+    Example: trainer next --track losses
     """
+    if track is not None and track not in TRACKS:
+        raise typer.BadParameter(
+            f"{track!r} is not a track; the tracks are {', '.join(TRACKS)}.",
+            param_hint="'--track'",
+        )
     session = Session(ctx, workspace, exercises_dir)
-    exercise = session.first_not_passed()
+    exercise = session.first_not_passed(track)
     if exercise is None:
-        console.all_passed(len(session.catalog.all))
+        exercises = [e for e in session.catalog.all if track is None or e.track == track]
+        console.all_passed(len(exercises), TRACKS.get(track or ""))
         return
     session.start(exercise)
+
+
+@app.command("open", rich_help_panel=LEARN_PANEL)
+def open_exercise(
+    ctx: typer.Context,
+    exercise_id: ExerciseArgument = None,
+    workspace: WorkspaceOption = None,
+    exercises_dir: ExercisesDirOption = None,
+) -> None:
+    """Open the exercise's scratch file in your editor ($VISUAL, else $EDITOR).
+
+    Example: trainer open sigmoid
+    """
+    session = Session(ctx, workspace, exercises_dir)
+    path = session.scratch_file(session.exercise(exercise_id))
+    command = editor_command()
+    if command is None:
+        console.no_editor(path)
+        return
+    shown = " ".join(command)
+    try:
+        code = subprocess.run([*command, str(path)], check=False).returncode
+    except OSError as error:
+        raise TrainerError(
+            f"cannot run your editor `{shown}`: {error.strerror}. Fix $VISUAL or $EDITOR, "
+            f"or open {path} yourself."
+        ) from None
+    if code != 0:
+        raise TrainerError(f"your editor `{shown}` stopped with exit code {code} on {path}.")
 
 
 @app.command(rich_help_panel=LEARN_PANEL)
 def reset(
     ctx: typer.Context,
     exercise_id: ExerciseArgument = None,
+    every: Annotated[
+        bool,
+        typer.Option("--all", help="Every scratch file of the workspace, after one confirmation."),
+    ] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="With --all: do not ask (for scripts).")
+    ] = False,
     workspace: WorkspaceOption = None,
     exercises_dir: ExercisesDirOption = None,
 ) -> None:
@@ -166,9 +232,32 @@ def reset(
     Example: trainer reset linear
     """
     session = Session(ctx, workspace, exercises_dir)
-    exercise = session.exercise(exercise_id)
-    path, backup = reset_scratch(session.workspace, exercise)
-    console.reset_done(exercise, path, backup)
+    if not every:
+        exercise = session.exercise(exercise_id)
+        path, backup = reset_scratch(session.workspace, exercise)
+        console.reset_done(exercise, path, backup)
+        return
+    if exercise_id is not None:
+        raise typer.BadParameter("give an exercise or --all, not both.", param_hint="'--all'")
+    files = session.workspace.scratch_files(session.catalog.all) if session.exists else []
+    if not files:
+        console.out.print(f"No scratch files in {session.workspace.root}: nothing to reset.")
+        return
+    question = (
+        f"Reset {console.plural(len(files), 'scratch file')} in {session.workspace.root} to "
+        "their stubs? Each edited file is backed up first."
+    )
+    if not yes:
+        if not console.is_interactive():
+            raise TrainerError(
+                f"`trainer reset --all` would reset {console.plural(len(files), 'file')}; "
+                "it asks first, and there is no terminal to ask. Add --yes to go ahead."
+            )
+        if not console.ask_yes_no(question, default=False):
+            console.out.print("Nothing was reset.")
+            return
+    for exercise, path, backup in reset_all(session.workspace, session.catalog.all):
+        console.reset_done(exercise, path, backup)
 
 
 @app.command(rich_help_panel=LEARN_PANEL)

@@ -1,9 +1,32 @@
-"""Quiz logic: reading an answer and keeping the best score. Asking is the CLI's job."""
+"""Quiz logic: the order of the choices, reading an answer and keeping the best score.
+Asking is the CLI's job."""
 
 from __future__ import annotations
 
+import dataclasses
+import random
+from collections.abc import Sequence
+
 from trainer.spec import Exercise, QuizQuestion
 from trainer.state import StateStore
+
+
+def shuffled(questions: Sequence[QuizQuestion], seed: int | None) -> list[QuizQuestion]:
+    """The questions with their choices in a random order (the same for the same seed),
+    each ``answer`` renumbered to where its choice went."""
+    chooser = random.Random(seed)
+    result = []
+    for question in questions:
+        order = list(range(len(question.choices)))
+        chooser.shuffle(order)
+        result.append(
+            dataclasses.replace(
+                question,
+                choices=tuple(question.choices[i] for i in order),
+                answer=order.index(question.answer - 1) + 1,
+            )
+        )
+    return result
 
 
 def parse_choice(text: str, question: QuizQuestion) -> int | None:

@@ -7,6 +7,7 @@ stub is only replaced after a timestamped copy is kept in ``.backups/``.
 from __future__ import annotations
 
 import os
+import shlex
 import textwrap
 import time
 from collections.abc import Sequence
@@ -46,6 +47,15 @@ def resolve_workspace(option: Path | None = None, start: Path | None = None) -> 
         if (folder / DEFAULT_WORKSPACE).is_dir():
             return folder / DEFAULT_WORKSPACE
     return here / DEFAULT_WORKSPACE
+
+
+def editor_command() -> list[str] | None:
+    """The learner's editor: ``$VISUAL``, else ``$EDITOR`` (with its arguments), else None."""
+    for variable in ("VISUAL", "EDITOR"):
+        value = os.environ.get(variable, "").strip()
+        if value:
+            return shlex.split(value)
+    return None
 
 
 def is_workspace(folder: Path) -> bool:
