@@ -128,7 +128,8 @@ def test_an_interview_counts_checks_and_hints_and_ends_on_a_pass(isolated_worksp
     clock.now += 60
     failing = run_cli("check")
     assert failing.exit_code == 1
-    assert "Interview: 29:00 left." in failing.stdout
+    summary = failing.stdout.strip().splitlines()[-1]  # in the summary line, not above the table
+    assert summary.startswith("✘") and summary.endswith("Interview: 29:00 left.")
     run_cli("hint")
     clock.now += 125
     (isolated_workspace / "sigmoid.py").write_text((REPO / "solutions" / "sigmoid.py").read_text())

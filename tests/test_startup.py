@@ -100,7 +100,12 @@ def test_the_console_script_dispatches_like_the_app(argv, code, words, tmp_path:
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env={"TRAINER_WORKSPACE": str(tmp_path / "ws"), "PATH": "/usr/bin:/bin", "COLUMNS": "200", **SOURCE},
+        env={
+            "TRAINER_WORKSPACE": str(tmp_path / "ws"),
+            "PATH": "/usr/bin:/bin",
+            "COLUMNS": "200",
+            **SOURCE,
+        },
         check=False,
     )
     assert result.returncode == code, result.stderr

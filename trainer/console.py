@@ -433,10 +433,7 @@ def exercise_list(exercises: Sequence[Exercise], state: State, workspace: Path |
         out.print(line(cells, marker), no_wrap=True, crop=True)
     out.print(f"{passed} of {len(exercises)} passed.")
     if workspace is None:
-        out.print(
-            "[dim]No workspace in this folder or the folders above it yet: "
-            "starting an exercise creates one here.[/]"
-        )
+        out.print("[dim]No workspace here or in the folders above: `trainer start` makes one.[/]")
     if state.interview is not None:
         out.print(f"Interview under way on [bold]{state.interview.exercise}[/].")
     if state.current is None and exercises:
