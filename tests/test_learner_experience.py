@@ -359,6 +359,14 @@ def test_quiz_choices_are_shuffled_by_seed_and_answers_follow_them():
     assert questions == shuffled(exercise.quiz, 11)
     for original, shown in zip(exercise.quiz, questions, strict=True):
         assert shown.choices[shown.answer - 1] == original.choices[original.answer - 1]
+    reference = re.compile(r"[Cc]hoices? (\d)")
+    for exercise_ in CATALOG.all:  # "Choice 2 is ..." names the same choice after the shuffle
+        for original, shown in zip(exercise_.quiz, shuffled(exercise_.quiz, 5), strict=True):
+            before = [int(m) for m in reference.findall(original.explanation)]
+            after = [int(m) for m in reference.findall(shown.explanation)]
+            assert [original.choices[n - 1] for n in before if n <= len(original.choices)] == [
+                shown.choices[n - 1] for n in after if n <= len(shown.choices)
+            ]
     first = questions[0]
     wrong = first.answer % len(first.choices) + 1
     result = run_cli("quiz", "sigmoid", "--seed", "11", input=f"{wrong}\n" + "1\n" * 10)
@@ -414,3 +422,57 @@ def test_help_groups_learner_and_author_commands_in_two_panels():
         assert learn < text.index(f"│ {command} ") < author
     for command in ("validate", "new", "grade"):
         assert text.index(f"│ {command} ") > author
+
+
+# README
+
+
+def _readme() -> str:
+    return (REPO / "README.md").read_text()
+
+
+def test_the_readme_command_table_names_every_option_of_every_command():
+    import click
+    import typer
+
+    from trainer.cli import COMMAND_MODULES, _commands_of
+
+    rows = {
+        m.group(1): m.group(0)
+        for m in re.finditer(r"^\| `trainer ([a-z]+)[^`]*` \|.*$", _readme(), flags=re.M)
+    }
+    shared = {"--workspace", "-w", "--exercises-dir", "--help"}
+    for name, module in COMMAND_MODULES.items():
+        group = _commands_of(module)
+        assert isinstance(group, click.Group)
+        command = group.commands[name]
+        assert name in rows, name
+        for param in command.params:
+            if isinstance(param, click.Option):
+                for option in param.opts:
+                    if option not in shared:
+                        assert option in rows[name], (name, option)
+    usage = _readme()[_readme().index("Every command also takes") :]
+    assert "-w/--workspace" in usage and "--exercises-dir" in usage
+    assert typer  # the options are typer's, read through click
+
+
+def test_the_readme_sessions_are_captured_at_80_columns():
+    section = _readme()[_readme().index("### A session, as captured") :]
+    section = section[: section.index("## What a check does")]
+    blocks = re.findall(r"```text\n(.*?)```", section, flags=re.S)
+    assert len(blocks) >= 3
+    for line in "".join(blocks).splitlines():
+        assert len(line) <= 80, line
+
+
+def test_new_prints_the_one_exercise_validate_command_the_readme_gives(tmp_path: Path):
+    result = run_cli("new", "my_op", "--root", "my-exercises")
+    command = "trainer --exercises-dir my-exercises validate my-exercises/exercises/my_op.yaml"
+    assert command in " ".join(result.stdout.split())
+    assert command in _readme()
+
+
+def test_the_readme_gives_the_exit_codes_of_grade():
+    row = next(line for line in _readme().splitlines() if line.startswith("| `trainer grade"))
+    assert "Exit 0 when grading completed" in row and "2 when" in row

@@ -155,7 +155,8 @@ def grade(
 ) -> None:
     """Check every submission of one exercise in parallel and summarise the class.
 
-    Exit code 0 when grading completed, whatever the verdicts.
+    Exit code 0 when grading completed, whatever the verdicts; 2 when it could not
+    (an unknown exercise, no submissions, a --junit path that cannot be written).
 
     Example: trainer grade linear submissions/ --junit grades.xml
     """

@@ -71,6 +71,12 @@ def check(
             "--memory-limit", min=64, help="MiB your code may allocate, on top of torch itself."
         ),
     ] = DEFAULT_MEMORY_LIMIT_MB,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="Show every stage's details, not only the first failure's."
+        ),
+    ] = False,
     workspace: WorkspaceOption = None,
     exercises_dir: ExercisesDirOption = None,
 ) -> None:
@@ -104,7 +110,7 @@ def check(
     if as_json:
         console.print_json(json.dumps(report.to_dict(), indent=2))
     else:
-        console.check_report(report, exercise, interview_left=left)
+        console.check_report(report, exercise, interview_left=left, verbose=verbose)
         if summary is not None:
             console.interview_summary(summary)
         if report.passed:

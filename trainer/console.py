@@ -69,9 +69,9 @@ def _text(text: str = "", style: str = "") -> Text:
 
 
 _VERDICT_STYLE = {
-    "pass": ("✔ pass", "bold green"),
-    "fail": ("✘ fail", "bold red"),
-    "skip": ("– skip", "dim"),
+    "pass": ("✔", "bold green"),
+    "fail": ("✘", "bold red"),
+    "skip": ("–", "dim"),
 }
 
 
@@ -207,33 +207,47 @@ def check_report(
     exercise: Exercise,
     interview_left: float | None = None,
     watching: bool = False,
+    verbose: bool = False,
 ) -> None:
     """The verdict of every stage, one table, then one summary line.
 
     To fit a screen when a stage fails, the stages that passed or were skipped take
-    one line each (their full words are in ``--json``); failures are shown whole.
+    one line each, the first failure is shown whole and later failures without their
+    details (``verbose`` shows everything; ``--json`` has it all too).
     """
     file_name = Path(report.file).name
     out.print(
         f"Checking [bold]{file_name}[/] against [bold]{exercise.id}[/] "
         f"[dim](seed {report.seed}, sha256 {report.file_sha256[:12]})[/]"
     )
-    table = _table(show_lines=True, expand=True)
+    table = _table(show_lines=verbose or report.passed, expand=True)
     table.add_column("Stage", no_wrap=True)
-    table.add_column("Verdict", no_wrap=True)
     table.add_column("Details", ratio=1)
-    short = not report.passed
-    for stage in report.stages:
+    short = not report.passed and not verbose
+    first_failure = report.first_failure
+    hidden = 0
+    for index, stage in enumerate(report.stages):
         label, style = _VERDICT_STYLE[stage.verdict.value]
         is_failure = stage.verdict.value == "fail"
         body = _text(stage.message)
         if short and not is_failure:
             body.no_wrap, body.overflow = True, "ellipsis"
+        elif short and stage is not first_failure:
+            hidden += len(stage.details)
         else:
             for line in stage.details:
                 body.append("\n" + line, style="" if is_failure else "dim")
-        table.add_row(stage.title, _text(label, style=style), body)
+        following = report.stages[index + 1] if index + 1 < len(report.stages) else None
+        # A rule around each failure; the one-line rows run together.
+        rule = is_failure or (following is not None and following.verdict.value == "fail")
+        title = _text(label + " ", style=style) + _text(stage.title)
+        table.add_row(title, body, end_section=short and rule)
     out.print(table)
+    if hidden:
+        out.print(
+            f"[dim]{plural(hidden, 'line')} of details of the later failures are hidden: "
+            "--verbose shows them.[/]"
+        )
     for note in _distinct_notes(report.notes):
         out.print(_text("note: ", style="bold yellow") + _text(note))
     failure = report.first_failure
