@@ -221,8 +221,14 @@ def test_a_failing_report_shows_each_error_once_and_fits_a_screen_at_80_columns(
     trainer("start", "relu", cwd=tmp_path, workspace=workspace)
     result = trainer("check", cwd=tmp_path, workspace=workspace)
     assert result.returncode == 1
-    assert result.stdout.count("not written yet") == 2  # backward parity, and in 1000 calls
-    assert "same error as Backward parity above" in result.stdout
+    table, below = result.stdout.split("┘\n", 1)
+    assert "same error as Backward parity above" in table
+    # Below the table, each distinct failure once: backward parity, and the 1000 calls.
+    assert re.findall(r"^✘ (.+)$", below, flags=re.M)[:2] == [
+        "Backward parity",
+        "Calls as in training",
+    ]
+    assert below.count("not written yet") == 2
     assert len(result.stdout.splitlines()) <= 40
     assert all(len(line) <= 80 for line in result.stdout.splitlines())
 

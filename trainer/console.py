@@ -193,7 +193,8 @@ def _distinct_notes(notes: Sequence[str]) -> list[str]:
     name ("(for x: (4, 5) in float32)") are one note, with how many runs it came from."""
     groups: dict[str, list[str]] = {}
     for note in notes:
-        key = re.sub(r"\d+(\.\d+)?", "#", re.sub(r" \(for [^()]*(\([^()]*\)[^()]*)*\)", "", note))
+        unrun = re.sub(r" \(for [^()]*(\([^()]*\)[^()]*)*\)", "", note)
+        key = re.sub(r"\d+(\.\d+)?( [kMG]?i?B\b)?", "#", unrun)  # "1.0 kB", "288 B", "3"
         groups.setdefault(key, []).append(note)
     shown = []
     for same in groups.values():
@@ -209,45 +210,34 @@ def check_report(
     watching: bool = False,
     verbose: bool = False,
 ) -> None:
-    """The verdict of every stage, one table, then one summary line.
+    """The verdict of every stage, then what failed, then one summary line.
 
-    To fit a screen when a stage fails, the stages that passed or were skipped take
-    one line each, the first failure is shown whole and later failures without their
-    details (``verbose`` shows everything; ``--json`` has it all too).
+    A pass (or ``verbose``) is one table with every stage's words. A failure is made
+    to fit a screen: a table of one line per stage, then each failure below it at the
+    full width of the terminal, the first one with its details, a problem shown
+    in several stages only once (``--verbose`` and ``--json`` have everything).
     """
     file_name = Path(report.file).name
     out.print(
         f"Checking [bold]{file_name}[/] against [bold]{exercise.id}[/] "
         f"[dim](seed {report.seed}, sha256 {report.file_sha256[:12]})[/]"
     )
-    table = _table(show_lines=verbose or report.passed, expand=True)
+    short = not report.passed and not verbose
+    table = _table(show_lines=not short, expand=True)
     table.add_column("Stage", no_wrap=True)
     table.add_column("Details", ratio=1)
-    short = not report.passed and not verbose
-    first_failure = report.first_failure
-    hidden = 0
-    for index, stage in enumerate(report.stages):
+    for stage in report.stages:
         label, style = _VERDICT_STYLE[stage.verdict.value]
-        is_failure = stage.verdict.value == "fail"
         body = _text(stage.message)
-        if short and not is_failure:
+        if short:
             body.no_wrap, body.overflow = True, "ellipsis"
-        elif short and stage is not first_failure:
-            hidden += len(stage.details)
         else:
             for line in stage.details:
-                body.append("\n" + line, style="" if is_failure else "dim")
-        following = report.stages[index + 1] if index + 1 < len(report.stages) else None
-        # A rule around each failure; the one-line rows run together.
-        rule = is_failure or (following is not None and following.verdict.value == "fail")
-        title = _text(label + " ", style=style) + _text(stage.title)
-        table.add_row(title, body, end_section=short and rule)
+                body.append("\n" + line, style="" if stage.verdict.value == "fail" else "dim")
+        table.add_row(_text(label + " ", style=style) + _text(stage.title), body)
     out.print(table)
-    if hidden:
-        out.print(
-            f"[dim]{plural(hidden, 'line')} of details of the later failures are hidden: "
-            "--verbose shows them.[/]"
-        )
+    if short:
+        _failures(report)
     for note in _distinct_notes(report.notes):
         out.print(_text("note: ", style="bold yellow") + _text(note))
     failure = report.first_failure
@@ -273,6 +263,28 @@ def check_report(
             f"[bold red]✘ {failed} of {plural(len(report.stages), 'stage')} failed[/], first: "
             f"{failure.title}. Fix {file_name} and {again}; stuck? {stuck}.{clock}"
         )
+
+
+def _failures(report: CheckReport) -> None:
+    """Each failure at full width: the first with its details, the others without them
+    (``--verbose`` shows them); one that repeats an earlier stage's error is not repeated."""
+    from rich.padding import Padding
+
+    hidden = 0
+    first = report.first_failure
+    for stage in report.stages:
+        if stage.verdict.value != "fail" or stage.message.startswith("same error as "):
+            continue
+        body = _text(stage.message)
+        if stage is first:
+            for line in stage.details:
+                body.append("\n" + line)
+        else:
+            hidden += len(stage.details)
+        out.print(_text(f"✘ {stage.title}", style="bold red"))
+        out.print(Padding(body, (0, 0, 0, 2), expand=False))
+    if hidden:
+        out.print(f"[dim]({plural(hidden, 'more line')} of details: trainer check --verbose)[/]")
 
 
 def after_pass(exercise: Exercise) -> None:
