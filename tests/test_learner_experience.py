@@ -441,7 +441,7 @@ def test_the_readme_command_table_names_every_option_of_every_command():
     import click
     import typer
 
-    from trainer.cli import COMMAND_MODULES, _commands_of
+    from trainer.cli import COMMAND_MODULES, command_of
 
     rows = {
         m.group(1): m.group(0)
@@ -449,9 +449,7 @@ def test_the_readme_command_table_names_every_option_of_every_command():
     }
     shared = {"--workspace", "-w", "--exercises-dir", "--help"}
     for name, module in COMMAND_MODULES.items():
-        group = _commands_of(module)
-        assert isinstance(group, click.Group)
-        command = group.commands[name]
+        command = command_of(module)
         assert name in rows, name
         for param in command.params:
             if isinstance(param, click.Option):

@@ -15,7 +15,7 @@ import pytest
 
 from tests.conftest import CATALOG, REPO, run_cli
 from trainer import interview as interviews
-from trainer.cli_common import complete_exercise
+from trainer.commands.common import complete_exercise
 from trainer.state import StateStore
 from trainer.watch import watch_loop
 from trainer.workspace import scratch_text

@@ -1,12 +1,11 @@
 """The `trainer` command: the root of the command line, in typer's and click's own terms.
 
-The commands live in three modules, each a typer app of its own:
-:mod:`trainer.cli_learn` (the learner's session), :mod:`trainer.cli_check`
-(`check` and `watch`, which run checks) and :mod:`trainer.cli_author`
-(`validate`, `new`, `grade`). The root is a typer app whose group class follows
-click's documented lazy-loading pattern: `trainer CMD` imports only the module
-that defines CMD and builds only its parsers, so start-up stays fast; `--help`
-and shell completion load them all.
+Each command is a typer app of its own, one module each in :mod:`trainer.commands`
+(what they share is in :mod:`trainer.commands.common`). The root is a typer app
+whose group class follows click's documented lazy-loading pattern: `trainer CMD`
+imports only the module of CMD and builds only its parser, so start-up stays
+fast; `--help` and shell completion load them all. The table below says which
+module holds which command, in the order `trainer --help` lists them.
 
 Expected failures (:class:`~trainer.errors.TrainerError`) are caught here, once,
 and printed as one line on stderr with their exit code.
@@ -26,7 +25,7 @@ from typer.core import TyperGroup
 
 import trainer
 from trainer import console
-from trainer.cli_common import (
+from trainer.commands.common import (
     ExercisesDirOption,
     SharedOptions,
     WorkspaceOption,
@@ -34,30 +33,30 @@ from trainer.cli_common import (
 from trainer.errors import ExitCode, SpecFieldError, TrainerError
 
 # Where each command is defined, in the order `trainer --help` lists them. A test
-# holds this table and the modules' own commands to the same names.
+# holds each module to defining exactly its command.
 COMMAND_MODULES = {
-    "start": "trainer.cli_learn",
-    "check": "trainer.cli_check",
-    "hint": "trainer.cli_learn",
-    "quiz": "trainer.cli_learn",
-    "list": "trainer.cli_learn",
-    "next": "trainer.cli_learn",
-    "open": "trainer.cli_learn",
-    "watch": "trainer.cli_check",
-    "reset": "trainer.cli_learn",
-    "solution": "trainer.cli_learn",
-    "interview": "trainer.cli_learn",
-    "validate": "trainer.cli_author",
-    "new": "trainer.cli_author",
-    "grade": "trainer.cli_author",
+    "start": "trainer.commands.start",
+    "check": "trainer.commands.check",
+    "hint": "trainer.commands.hint",
+    "quiz": "trainer.commands.quiz",
+    "list": "trainer.commands.list_exercises",
+    "next": "trainer.commands.next_exercise",
+    "open": "trainer.commands.open_scratch",
+    "watch": "trainer.commands.watch",
+    "reset": "trainer.commands.reset",
+    "solution": "trainer.commands.solution",
+    "interview": "trainer.commands.interview",
+    "validate": "trainer.commands.validate",
+    "new": "trainer.commands.new",
+    "grade": "trainer.commands.grade",
 }
 
 SPEC_ADVICE = "Fix that field of the spec; docs/spec-format.md describes every field."
 
 
 @functools.cache
-def _commands_of(module_name: str) -> click.Command:
-    """The click form of one command module's typer app (built on first use)."""
+def command_of(module_name: str) -> click.Command:
+    """The click command of one command module's typer app (built on first use)."""
     module = importlib.import_module(module_name)
     return typer.main.get_command(module.app)
 
@@ -72,10 +71,7 @@ class LazyGroup(TyperGroup):
         module_name = COMMAND_MODULES.get(cmd_name)
         if module_name is None:
             return None
-        commands = _commands_of(module_name)
-        if isinstance(commands, click.Group):
-            return commands.get_command(ctx, cmd_name)
-        return commands if commands.name == cmd_name else None
+        return command_of(module_name)
 
     def resolve_command(
         self, ctx: click.Context, args: list[str]

@@ -7,7 +7,6 @@ stub is only replaced after a timestamped copy is kept in ``.backups/``.
 from __future__ import annotations
 
 import os
-import shlex
 import textwrap
 import time
 from collections.abc import Sequence
@@ -51,6 +50,8 @@ def resolve_workspace(option: Path | None = None, start: Path | None = None) -> 
 
 def editor_command() -> list[str] | None:
     """The learner's editor: ``$VISUAL``, else ``$EDITOR`` (with its arguments), else None."""
+    import shlex  # only `trainer open` needs it
+
     for variable in ("VISUAL", "EDITOR"):
         value = os.environ.get(variable, "").strip()
         if value:

@@ -1,8 +1,7 @@
 """What every command shares: the two common options, the session a command works in,
 and completion of exercise ids.
 
-The command modules (:mod:`trainer.cli_learn`, :mod:`trainer.cli_check`,
-:mod:`trainer.cli_author`) import this module; it imports none of them, nor
+The command modules of this package import it; it imports none of them, nor
 :mod:`trainer.cli`, so the CLI has no import cycle.
 
 No `from __future__ import annotations` in the CLI modules: typer would then
