@@ -645,10 +645,11 @@ def validation_table(results: Sequence[Validation]) -> None:
 def scaffolded(exercise_id: str, files: Sequence[Path], root: Path) -> None:
     for path in files:
         out.print(f"wrote [bold]{_relative(path)}[/]")
-    out.print(
-        f"Edit them (every field is explained in the spec), then run "
-        f"[bold]trainer --exercises-dir {root} validate {_relative(files[0])}[/]."
+    out.print("Edit them (every field is explained), then validate this exercise alone:")
+    command = (
+        f"trainer --exercises-dir {_plain_relative(root)} validate {_plain_relative(files[0])}"
     )
+    out.print(_text(f"  {command}", style="bold"), soft_wrap=True)  # whole, to copy
 
 
 def grade_table(exercise_id: str, grades: Sequence[Grade], junit: Path | None) -> None:
