@@ -126,11 +126,8 @@ def _shared_options(
         ),
     ] = False,
 ) -> None:
-    """Practise writing backward passes of custom torch.autograd.Function classes.
-
-    --workspace and --exercises-dir are accepted here, before the command, and after
-    it, by every command.
-    """
+    """Keep the options given before the command for the command (``ctx.obj``); every
+    command takes them after its name too, where they win."""
     ctx.obj = SharedOptions(workspace=workspace, exercises_dirs=list(exercises_dir or []))
 
 
