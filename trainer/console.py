@@ -7,6 +7,7 @@ of its own and never loads rich's console (about 10 ms of a 60 ms command).
 from __future__ import annotations
 
 import contextlib
+import io
 import re
 import sys
 import threading
@@ -60,6 +61,20 @@ class _LazyConsole:
 
 out: Any = _LazyConsole(stderr=False)
 err: Any = _LazyConsole(stderr=True)
+
+
+@contextlib.contextmanager
+def captured(width: int) -> Iterator[io.StringIO]:
+    """What the block prints on stdout, as plain text ``width`` columns wide (for measuring)."""
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    saved = out._console
+    out._console = Console(file=buffer, width=width, highlight=False, color_system=None)
+    try:
+        yield buffer
+    finally:
+        out._console = saved
 
 
 def _text(text: str = "", style: str = "") -> Text:
