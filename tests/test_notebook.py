@@ -140,7 +140,7 @@ def test_start_writes_the_scratch_file_and_fills_the_next_cell_with_the_checked_
     assert (
         "If no new cell appeared below, copy this into one" in text
     )  # where cells cannot be added
-    assert "%%trainer check sigmoid\nimport torch" in text
+    assert f"%%trainer check sigmoid\n{stub.splitlines()[0]}" in text
     html = "".join(s.html or "" for s in shown if isinstance(s, Shown))
     assert "<details>" in html and "%%trainer check sigmoid" in html
     assert StateStore(isolated_workspace).load().current == "sigmoid"

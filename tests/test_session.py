@@ -15,9 +15,10 @@ import pytest
 
 from tests.conftest import CATALOG, REPO, run_cli
 from trainer import interview as interviews
-from trainer.cli import complete_exercise
+from trainer.commands.common import complete_exercise
 from trainer.state import StateStore
 from trainer.watch import watch_loop
+from trainer.workspace import scratch_text
 
 COMMANDS = [
     "start",
@@ -77,7 +78,7 @@ def test_reset_restores_the_stub_and_keeps_a_backup_it_names(isolated_workspace)
     (backup,) = (isolated_workspace / ".backups").glob("sigmoid-*.py")
     assert backup.read_text() == "# an attempt worth keeping\n"
     assert backup.name in result.stdout
-    assert scratch.read_text() == CATALOG.get("sigmoid").stub
+    assert scratch.read_text() == scratch_text(CATALOG.get("sigmoid"))
 
 
 def test_the_solution_is_refused_before_a_pass_without_force():
@@ -127,7 +128,8 @@ def test_an_interview_counts_checks_and_hints_and_ends_on_a_pass(isolated_worksp
     clock.now += 60
     failing = run_cli("check")
     assert failing.exit_code == 1
-    assert "Interview: 29:00 left." in failing.stdout
+    summary = failing.stdout.strip().splitlines()[-1]  # in the summary line, not above the table
+    assert summary.startswith("✘") and summary.endswith("Interview: 29:00 left.")
     run_cli("hint")
     clock.now += 125
     (isolated_workspace / "sigmoid.py").write_text((REPO / "solutions" / "sigmoid.py").read_text())

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+REPO = Path(__file__).resolve().parent.parent
+SOURCE = {"PYTHONPATH": str(REPO)}  # the subprocesses import this checkout, not an installed one
+
 PROBE = """
 import contextlib, io, json, sys
 from trainer.cli import main
@@ -40,6 +43,10 @@ print(json.dumps({"code": code, "torch": "torch" in sys.modules}))
         (["solution", "sigmoid", "--force"], ""),
         (["interview", "linear"], ""),
         (["watch", "--help"], ""),
+        (["next", "--track", "losses"], ""),
+        (["reset", "--all", "--yes"], ""),
+        (["--version"], ""),
+        (["validate", "--help"], ""),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else "",
 )
@@ -50,7 +57,7 @@ def test_a_command_that_does_not_check_code_does_not_import_torch(argv, stdin, t
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env={"TRAINER_WORKSPACE": str(env_workspace), "PATH": "/usr/bin:/bin"},
+        env={"TRAINER_WORKSPACE": str(env_workspace), "PATH": "/usr/bin:/bin", **SOURCE},
         check=False,
     )
     assert result.returncode == 0, result.stderr
@@ -59,19 +66,18 @@ def test_a_command_that_does_not_check_code_does_not_import_torch(argv, stdin, t
 
 
 def test_the_check_command_imports_torch_only_in_its_child(tmp_path: Path):
-    repo = Path(__file__).resolve().parent.parent
     result = subprocess.run(
         [
             sys.executable,
             "-c",
             PROBE,
-            json.dumps(["check", "sigmoid", "--file", str(repo / "solutions" / "sigmoid.py")]),
+            json.dumps(["check", "sigmoid", "--file", str(REPO / "solutions" / "sigmoid.py")]),
             "",
         ],
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env={"TRAINER_WORKSPACE": str(tmp_path / "ws"), "PATH": "/usr/bin:/bin"},
+        env={"TRAINER_WORKSPACE": str(tmp_path / "ws"), "PATH": "/usr/bin:/bin", **SOURCE},
         check=False,
     )
     assert result.returncode == 0, result.stderr
@@ -94,7 +100,12 @@ def test_the_console_script_dispatches_like_the_app(argv, code, words, tmp_path:
         capture_output=True,
         text=True,
         cwd=tmp_path,
-        env={"TRAINER_WORKSPACE": str(tmp_path / "ws"), "PATH": "/usr/bin:/bin", "COLUMNS": "200"},
+        env={
+            "TRAINER_WORKSPACE": str(tmp_path / "ws"),
+            "PATH": "/usr/bin:/bin",
+            "COLUMNS": "200",
+            **SOURCE,
+        },
         check=False,
     )
     assert result.returncode == code, result.stderr

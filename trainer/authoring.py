@@ -216,6 +216,7 @@ id: {id}
 title: {title}
 difficulty: easy          # easy | medium | hard: orders `trainer list`
 order: 100                # position among exercises of the same difficulty
+track: activations        # the topic `trainer list` groups it under (see docs/spec-format.md)
 class_name: {class_name}  # the Function subclass the learner's file must define
 
 # Shown by `trainer start`: what to write, the signature, what the checker compares.

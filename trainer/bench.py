@@ -11,6 +11,8 @@ ratios and whether each target is met; exits 1 when one is not.
 4. ``trainer validate`` over the whole catalogue: wall time and how busy the cores were.
 5. Re-check in a notebook: ``%%trainer check sigmoid`` of an edited cell on the
    kernel's warm checking server, from the cell's run to the report (≤ 0.3 s).
+6. With ``--report-lines``: the length of a failing ``trainer check`` report at 80
+   columns, over every bundled wrong variant (median ≤ 40 lines: one screen).
 """
 
 from __future__ import annotations
@@ -237,6 +239,42 @@ def bench_validate(workdir: Path, env: dict[str, str]) -> list[Row]:
     ]
 
 
+def bench_report_lines() -> list[Row]:
+    """Check every bundled wrong variant (one warm service) and count the lines of its
+    report as `trainer check` prints it at 80 columns."""
+    from trainer import console
+    from trainer.catalog import wrong_variant_path
+    from trainer.checking.runner import CheckingService, run_check
+
+    catalog = Catalog.default()
+    counts = []
+    with CheckingService() as service:
+        for exercise in catalog.all:
+            for variant in exercise.wrong_variants:
+                path = wrong_variant_path(exercise, variant.file)
+                report = run_check(
+                    exercise, path, solution=solution_path(exercise), service=service
+                )
+                if report.passed:
+                    continue
+                with console.captured(width=80) as text:
+                    console.check_report(report, exercise)
+                counts.append(text.getvalue().count("\n"))
+    median = statistics.median(counts)
+    p90 = sorted(counts)[int(0.9 * (len(counts) - 1))]
+    fits = sum(c <= 40 for c in counts)
+    return [
+        Row(
+            f"5. failing report at 80 columns, {len(counts)} wrong variants",
+            f"median {median:g} lines, p90 {p90}, max {max(counts)}",
+            f"{fits} of {len(counts)} ≤ 40 lines",
+            "–",
+            "median ≤ 40",
+            median <= 40,
+        )
+    ]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m trainer.bench", description=__doc__.split("\n")[0]
@@ -248,6 +286,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         choices=["startup", "check", "watch", "notebook", "validate"],
         action="append",
         help="run only these targets (repeatable)",
+    )
+    parser.add_argument(
+        "--report-lines",
+        action="store_true",
+        help="also measure failing reports at 80 columns (checks every wrong variant)",
     )
     options = parser.parse_args(argv)
 
@@ -271,6 +314,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows += bench_notebook(options.repeat, workdir)
         if "validate" in wanted:
             rows += bench_validate(workdir, env)
+        if options.report_lines:
+            rows += bench_report_lines()
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 
 from trainer.errors import SpecError, UnknownExerciseError
-from trainer.spec import DIFFICULTIES, Exercise, load_exercise
+from trainer.spec import DIFFICULTIES, TRACKS, Exercise, load_exercise
 
 _PACKAGE = Path(__file__).resolve().parent
 EXERCISES_ENV = "TRAINER_EXERCISES"
@@ -66,10 +66,6 @@ class Catalog:
                 roots.append(root)
         return cls(roots)
 
-    @property
-    def root(self) -> Path:
-        return self.roots[0]
-
     @cached_property
     def _paths(self) -> dict[str, Path]:
         """Spec path per id; the same id in two roots is an error naming both files."""
@@ -109,9 +105,11 @@ class Catalog:
 
     @cached_property
     def all(self) -> list[Exercise]:
-        """Every exercise, easiest first, then by ``order`` and id; a broken spec raises SpecError."""
+        """Every exercise, track by track (in the order of ``TRACKS``, then those without
+        one); within a track easiest first, then by ``order`` and id. A broken spec
+        raises SpecError."""
         exercises = [load_exercise(p, self.display_name(p)) for p in self.spec_paths()]
-        return sorted(exercises, key=lambda e: (DIFFICULTIES.index(e.difficulty), e.order, e.id))
+        return sorted(exercises, key=sort_key)
 
     def solution_path(self, exercise: Exercise) -> Path:
         return solution_path(exercise)
@@ -124,9 +122,26 @@ class Catalog:
         close = difflib.get_close_matches(exercise_id, ids, n=1, cutoff=0.5)
         suggestion = f" Did you mean `{close[0]}`?" if close else ""
         return UnknownExerciseError(
-            f"no exercise called `{exercise_id}`.{suggestion} "
-            f"Exercises: {', '.join(ids)}. Run `trainer list` to see them all."
+            f"no exercise called `{exercise_id}` in {self.where()}.{suggestion} "
+            "Run `trainer list` to see them all; exercises in another folder need "
+            "--exercises-dir DIR (once: the workspace remembers it)."
         )
+
+    def where(self) -> str:
+        """The folders searched, in words: the bundled exercises, then each extra folder."""
+        bundled = catalog_root().resolve()
+        places = [
+            "the bundled exercises" if root.resolve() == bundled else str(root / "exercises")
+            for root in self.roots
+        ]
+        return places[0] if len(places) == 1 else ", ".join(places[:-1]) + " and " + places[-1]
+
+
+def sort_key(exercise: Exercise) -> tuple[int, int, int, str]:
+    """Where an exercise stands in the catalogue: track, difficulty, ``order``, id."""
+    tracks = list(TRACKS)
+    track = tracks.index(exercise.track) if exercise.track in tracks else len(tracks)
+    return (track, DIFFICULTIES.index(exercise.difficulty), exercise.order, exercise.id)
 
 
 def solutions_dir(exercise: Exercise) -> Path:

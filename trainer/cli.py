@@ -1,372 +1,136 @@
-"""The `trainer` command: typer definitions only. Each command calls the core and renders.
+"""The `trainer` command: the root of the command line, in typer's and click's own terms.
+
+Each command is a typer app of its own, one module each in :mod:`trainer.commands`
+(what they share is in :mod:`trainer.commands.common`). The root is a typer app
+whose group class follows click's documented lazy-loading pattern: `trainer CMD`
+imports only the module of CMD and builds only its parser, so start-up stays
+fast; `--help` and shell completion load them all. The table below says which
+module holds which command, in the order `trainer --help` lists them.
+
+Expected failures (:class:`~trainer.errors.TrainerError`) are caught here, once,
+and printed as one line on stderr with their exit code.
 
 No `from __future__ import annotations` in the CLI modules: typer would then
-evaluate every annotation string of every command at each start (~10 ms).
+evaluate every annotation string of every command at each start.
 """
 
+import difflib
 import functools
-import json
-import os
-import sys
-from collections.abc import Callable
-from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, ParamSpec
+import importlib
+from typing import Annotated, Any
 
+import click
 import typer
+from typer.core import TyperGroup
 
+import trainer
 from trainer import console
-from trainer.catalog import Catalog
-from trainer.errors import ExitCode, SpecFieldError, TrainerError, WorkspaceError
-from trainer.spec import Exercise
-from trainer.state import STATE_FILE, StateStore
-from trainer.workspace import Workspace, resolve_workspace
+from trainer.commands.common import (
+    ExercisesDirOption,
+    SharedOptions,
+    WorkspaceOption,
+)
+from trainer.errors import ExitCode, SpecFieldError, TrainerError
 
-if TYPE_CHECKING:
-    from trainer.interview import InterviewSummary
+# Where each command is defined, in the order `trainer --help` lists them. A test
+# holds each module to defining exactly its command.
+COMMAND_MODULES = {
+    "start": "trainer.commands.start",
+    "check": "trainer.commands.check",
+    "hint": "trainer.commands.hint",
+    "quiz": "trainer.commands.quiz",
+    "list": "trainer.commands.list_exercises",
+    "next": "trainer.commands.next_exercise",
+    "open": "trainer.commands.open_scratch",
+    "watch": "trainer.commands.watch",
+    "reset": "trainer.commands.reset",
+    "solution": "trainer.commands.solution",
+    "interview": "trainer.commands.interview",
+    "validate": "trainer.commands.validate",
+    "new": "trainer.commands.new",
+    "grade": "trainer.commands.grade",
+}
+
+SPEC_ADVICE = "Fix that field of the spec; docs/spec-format.md describes every field."
+
+
+@functools.cache
+def command_of(module_name: str) -> click.Command:
+    """The click command of one command module's typer app (built on first use)."""
+    module = importlib.import_module(module_name)
+    return typer.main.get_command(module.app)
+
+
+class LazyGroup(TyperGroup):
+    """click's lazy group: commands are imported when they are invoked or listed."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMAND_MODULES)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module_name = COMMAND_MODULES.get(cmd_name)
+        if module_name is None:
+            return None
+        return command_of(module_name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        try:
+            return click.Group.resolve_command(self, ctx, args)
+        except click.UsageError as error:
+            # One suggestion (click and typer would each add theirs from the commands
+            # already loaded, which here are none).
+            close = difflib.get_close_matches(args[0], list(COMMAND_MODULES), n=1) if args else []
+            if not close or "Did you mean" in error.message:
+                raise
+            message = f"{error.message.rstrip('.')}. Did you mean '{close[0]}'?"
+            raise click.UsageError(message, error.ctx) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TrainerError as problem:
+            advice = f". {SPEC_ADVICE}" if isinstance(problem, SpecFieldError) else ""
+            console.error(problem.message + advice)  # the file and field first, then what to do
+            raise typer.Exit(problem.exit_code) from None
+        except KeyboardInterrupt:
+            console.error("interrupted.")
+            raise typer.Exit(ExitCode.INTERRUPTED) from None
+
 
 app = typer.Typer(
     name="trainer",
+    cls=LazyGroup,
     help="Practise writing backward passes of custom torch.autograd.Function classes.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
 
-P = ParamSpec("P")
 
-SPEC_ADVICE = "Fix that field of the spec; docs/spec-format.md describes every field."
-
-# Extra catalogue folders from the global --exercises-dir option.
-_EXERCISE_DIRS: list[Path] = []
+def _show_version(value: bool) -> None:
+    if value:
+        console.plain(f"trainer {trainer.__version__}")
+        raise typer.Exit()
 
 
 @app.callback()
-def _global_options(
-    exercises_dir: Annotated[
-        list[Path] | None,
-        typer.Option(
-            "--exercises-dir",
-            help="Another folder of exercises (repeatable) [env: TRAINER_EXERCISES, "
-            "path-separated].",
-            show_default=False,
-        ),
-    ] = None,
-) -> None:
-    """Practise writing backward passes of custom torch.autograd.Function classes."""
-    _EXERCISE_DIRS[:] = exercises_dir or []
-
-
-def _command(name: str | None = None) -> Callable[[Callable[P, None]], Callable[P, None]]:
-    """``app.command`` that turns expected failures into one line on stderr and an exit code."""
-
-    def register(function: Callable[P, None]) -> Callable[P, None]:
-        @functools.wraps(function)
-        def guarded(*args: P.args, **kwargs: P.kwargs) -> None:
-            try:
-                _end_interview_if_time_is_up(kwargs.get("workspace"))
-                function(*args, **kwargs)
-            except SpecFieldError as problem:
-                # One line: the file and field first, then what to do.
-                console.error(f"{problem.message}. {SPEC_ADVICE}")
-                raise typer.Exit(problem.exit_code) from None
-            except TrainerError as problem:
-                console.error(problem.message)
-                raise typer.Exit(problem.exit_code) from None
-            except KeyboardInterrupt:
-                console.error("interrupted.")
-                raise typer.Exit(ExitCode.INTERRUPTED) from None
-
-        app.command(name)(guarded)
-        return guarded
-
-    return register
-
-
-def _end_interview_if_time_is_up(workspace: object) -> None:
-    """Any command notices an interview whose time ran out, and shows its summary."""
-    root = resolve_workspace(workspace if isinstance(workspace, Path) else None)
-    if not (root / STATE_FILE).is_file():
-        return
-    from trainer.interview import expire_if_due
-
-    store = StateStore(root)
-    summary = expire_if_due(store)
-    for message in store.notices:  # a damaged progress file is reported here, once
-        console.notice(message)
-    if summary is not None:
-        console.interview_summary(summary)
-
-
-def complete_exercise(incomplete: str) -> list[str]:
-    """Shell completion for exercise ids (no torch, just file names)."""
-    try:
-        return [i for i in Catalog.default().ids() if i.startswith(incomplete)]
-    except TrainerError:
-        return []
-
-
-WorkspaceOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--workspace",
-        "-w",
-        help="Folder for scratch files and progress [env: TRAINER_WORKSPACE; "
-        "default: ./trainer-workspace].",
-        show_default=False,
-    ),
-]
-ExerciseArgument = Annotated[
-    str | None,
-    typer.Argument(
-        help="Exercise id (see `trainer list`); defaults to the current one.",
-        show_default=False,
-        autocompletion=complete_exercise,
-    ),
-]
-
-
-class _Context:
-    """What every command needs: the catalogue, the workspace and its progress file."""
-
-    def __init__(self, workspace_option: Path | None) -> None:
-        self.catalog = Catalog.default(_EXERCISE_DIRS)
-        self.workspace = Workspace(resolve_workspace(workspace_option))
-        self.store = StateStore(self.workspace.root)
-
-    def exercise(self, exercise_id: str | None) -> Exercise:
-        if exercise_id is not None:
-            return self.catalog.get(exercise_id)
-        current = self.store.load().current if self.workspace.root.is_dir() else None
-        if current is None:
-            raise TrainerError(
-                "no current exercise in this workspace. Start one with `trainer start sigmoid` "
-                "(see `trainer list`), or name it: `trainer check sigmoid`."
-            )
-        return self.catalog.get(current)
-
-    def writable_store(self) -> StateStore:
-        self.workspace.ensure()
-        return self.store
-
-    def start(self, exercise: Exercise, force: bool = False) -> None:
-        """Write the scratch file (never over edits without a backup) and make it current."""
-        result = self.workspace.start(exercise, force=force)
-        with self.store.update() as state:
-            state.current = exercise.id
-            state.progress(exercise.id).started = True
-        self.show_notices()
-        console.started(exercise, result)
-
-    def record_check(
-        self, exercise: Exercise, passed: bool
-    ) -> tuple[float | None, "InterviewSummary | None"]:
-        """Count a check in the progress file and in an interview under way on it.
-
-        Returns the interview's time left and, when this check ended it, its summary.
-        """
-        if not self.workspace.root.is_dir():
-            return None, None
-        from trainer.interview import record_check
-
-        with self.store.update() as state:
-            progress = state.progress(exercise.id)
-            progress.checks += 1
-            progress.started = True
-            progress.passed = progress.passed or passed
-        return record_check(self.store, exercise.id, passed)
-
-    def show_notices(self) -> None:
-        for message in self.store.notices:
-            console.notice(message)
-        self.store.notices.clear()
-
-
-@_command()
-def start(
-    exercise_id: Annotated[
-        str,
-        typer.Argument(
-            metavar="EXERCISE", help="Exercise id, e.g. sigmoid.", autocompletion=complete_exercise
-        ),
-    ],
-    force: Annotated[
+def _shared_options(
+    ctx: typer.Context,
+    workspace: WorkspaceOption = None,
+    exercises_dir: ExercisesDirOption = None,
+    version: Annotated[
         bool,
-        typer.Option("--force", help="Replace an edited scratch file (a backup is kept first)."),
-    ] = False,
-    workspace: WorkspaceOption = None,
-) -> None:
-    """Write the exercise's scratch file and make it the current exercise.
-
-    Example: trainer start sigmoid
-    """
-    context = _Context(workspace)
-    context.start(context.catalog.get(exercise_id), force=force)
-
-
-@_command()
-def check(
-    exercise_id: ExerciseArgument = None,
-    file: Annotated[
-        Path | None,
-        typer.Option("--file", "-f", help="Check this file instead of the scratch file."),
-    ] = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON document on stdout.")
-    ] = False,
-    timeout: Annotated[
-        float, typer.Option(min=1.0, help="Seconds before the check is stopped.")
-    ] = 30.0,
-    seed: Annotated[
-        int, typer.Option(help="Seed for the random inputs and upstream gradients.")
-    ] = 0,
-    double_backward: Annotated[
-        bool,
-        typer.Option("--double-backward", help="Also check second derivatives through backward."),
-    ] = False,
-    memory_limit: Annotated[
-        int,
         typer.Option(
-            "--memory-limit", min=64, help="MiB your code may allocate, on top of torch itself."
+            "--version", help="Show the version and exit.", callback=_show_version, is_eager=True
         ),
-    ] = 4096,
-    workspace: WorkspaceOption = None,
+    ] = False,
 ) -> None:
-    """Check your backward pass: structure, forward and backward parity, gradcheck.
-
-    Exit code 0 when every stage passes, 1 when any fails.
-
-    Example: trainer check sigmoid --seed 3
-    """
-    from trainer.checking.runner import run_check
-
-    context = _Context(workspace)
-    exercise = context.exercise(exercise_id)
-    path = file if file is not None else context.workspace.scratch_path(exercise.id)
-    if not path.is_file():
-        hint = (
-            f" Run `trainer start {exercise.id}` to create it."
-            if file is None
-            else " Check the path given to --file."
-        )
-        raise WorkspaceError(f"no file at {path}.{hint}")
-    report = run_check(
-        exercise,
-        path,
-        seed=seed,
-        timeout=timeout,
-        solution=context.catalog.solution_path(exercise),
-        double_backward=double_backward,
-        memory_limit_mb=memory_limit,
-    )
-    left, summary = context.record_check(exercise, report.passed)
-    context.show_notices()
-    if as_json:
-        console.print_json(json.dumps(report.to_dict(), indent=2))
-    else:
-        console.check_report(report, exercise, interview_left=left)
-        if summary is not None:
-            console.interview_summary(summary)
-        if report.passed:
-            if console.is_interactive() and console.ask_yes_no("Take the quiz now?"):
-                _run_quiz(context, exercise)
-            else:
-                console.after_pass(exercise)
-    raise typer.Exit(ExitCode.OK if report.passed else ExitCode.CHECKS_FAILED)
-
-
-@_command()
-def hint(
-    exercise_id: ExerciseArgument = None,
-    show_all: Annotated[bool, typer.Option("--all", help="Show every hint at once.")] = False,
-    workspace: WorkspaceOption = None,
-) -> None:
-    """Reveal the next hint for an exercise (each call shows one more).
-
-    Example: trainer hint linear
-    """
-    from trainer.hints import reveal_all_hints, reveal_next_hint
-
-    context = _Context(workspace)
-    exercise = context.exercise(exercise_id)
-    store = context.writable_store()
-    if show_all:
-        reveal_all_hints(exercise, store)
-        context.show_notices()
-        console.all_hints(exercise)
-        return
-    reveal = reveal_next_hint(exercise, store)
-    context.show_notices()
-    console.hint(exercise, reveal.number, reveal.text, reveal.last)
-
-
-@_command()
-def quiz(exercise_id: ExerciseArgument = None, workspace: WorkspaceOption = None) -> None:
-    """Answer the exercise's multiple-choice questions; the best score is kept.
-
-    Example: trainer quiz sigmoid
-    """
-    context = _Context(workspace)
-    _run_quiz(context, context.exercise(exercise_id))
-
-
-def _run_quiz(context: _Context, exercise: Exercise) -> None:
-    from trainer.quiz import parse_choice, record_score
-
-    score = 0
-    total = len(exercise.quiz)
-    for number, question in enumerate(exercise.quiz, start=1):
-        console.quiz_question(number, total, question)
-        while True:
-            answer = console.ask(f"Your answer (1-{len(question.choices)}): ")
-            if answer is None:
-                raise TrainerError(
-                    "the quiz stopped: no more input. Nothing was saved; "
-                    f"run `trainer quiz {exercise.id}` again."
-                )
-            choice = parse_choice(answer, question)
-            if choice is not None:
-                break
-            console.out.print(f"Please type a number from 1 to {len(question.choices)}.")
-        correct = choice == question.answer
-        score += correct
-        console.quiz_feedback(question, correct)
-    best = record_score(exercise, context.writable_store(), score)
-    context.show_notices()
-    console.quiz_score(exercise, score, total, best)
-
-
-@_command("list")
-def list_exercises(workspace: WorkspaceOption = None) -> None:
-    """List the exercises with difficulty and your progress.
-
-    Example: trainer list
-    """
-    context = _Context(workspace)
-    state = context.store.load() if context.workspace.root.is_dir() else None
-    context.show_notices()
-    from trainer.state import State
-
-    console.exercise_list(context.catalog.all, state or State())
+    """Keep the options given before the command for the command (``ctx.obj``); every
+    command takes them after its name too, where they win."""
+    ctx.obj = SharedOptions(workspace=workspace, exercises_dirs=list(exercises_dir or []))
 
 
 def main() -> None:
-    """The console script. ``trainer CMD ...`` builds only CMD's command line parser
-    (building all of them costs milliseconds every start); anything else, such as
-    global options, `--help` or completion, goes through the whole app."""
-    argv = sys.argv[1:]
-    if argv and not argv[0].startswith("-") and not os.environ.get("_TRAINER_COMPLETE"):
-        for info in app.registered_commands:
-            assert info.callback is not None
-            name = info.name or typer.main.get_command_name(info.callback.__name__)
-            if name == argv[0]:
-                command = typer.main.get_command_from_info(
-                    info,
-                    pretty_exceptions_short=app.pretty_exceptions_short,
-                    rich_markup_mode=app.rich_markup_mode,
-                )
-                command.main(args=argv[1:], prog_name=f"trainer {name}")
-                return
+    """The console script."""
     app(prog_name="trainer")
-
-
-# The other commands register themselves on the same app.
-from trainer import cli_author, cli_session  # noqa: E402, F401

@@ -7,6 +7,7 @@ of its own and never loads rich's console (about 10 ms of a 60 ms command).
 from __future__ import annotations
 
 import contextlib
+import io
 import re
 import sys
 import threading
@@ -62,6 +63,20 @@ out: Any = _LazyConsole(stderr=False)
 err: Any = _LazyConsole(stderr=True)
 
 
+@contextlib.contextmanager
+def captured(width: int) -> Iterator[io.StringIO]:
+    """What the block prints on stdout, as plain text ``width`` columns wide (for measuring)."""
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    saved = out._console
+    out._console = Console(file=buffer, width=width, highlight=False, color_system=None)
+    try:
+        yield buffer
+    finally:
+        out._console = saved
+
+
 def _text(text: str = "", style: str = "") -> Text:
     from rich.text import Text
 
@@ -69,9 +84,9 @@ def _text(text: str = "", style: str = "") -> Text:
 
 
 _VERDICT_STYLE = {
-    "pass": ("✔ pass", "bold green"),
-    "fail": ("✘ fail", "bold red"),
-    "skip": ("– skip", "dim"),
+    "pass": ("✔", "bold green"),
+    "fail": ("✘", "bold red"),
+    "skip": ("–", "dim"),
 }
 
 
@@ -134,13 +149,24 @@ def _relative(path: Path) -> str:
     return escape(_plain_relative(path))
 
 
-def started(exercise: Exercise, result: StartResult) -> None:
-    out.print(
-        _panel(
-            markdown(exercise.statement), title=_text(exercise.title, style="bold"), expand=False
-        )
-    )
-    shown = _relative(result.path)
+def _link(path: Path) -> str:
+    """:func:`_relative`, and a link the terminal can open (OSC 8 hyperlink).
+
+    rich writes the link only to a terminal: piped output stays plain text.
+    Terminals without OSC 8 show the text alone.
+    """
+    return f"[link={path.absolute().as_uri()}]{_relative(path)}[/link]"
+
+
+def plural(count: float, word: str, many: str | None = None) -> str:
+    """``1 spec``, ``2 specs``; ``1 minute``, ``1.5 minutes``."""
+    return f"{count:g} {word if count == 1 else many or word + 's'}"
+
+
+def started(exercise: Exercise, result: StartResult, watching: bool = False) -> None:
+    """The statement and what to do next; in watch mode the steps name its keys."""
+    statement(exercise)
+    shown = _link(result.path)
     if result.kept_edits:
         out.print(
             f"[yellow]{shown} already has your edits; it was kept as it is.[/]\n"
@@ -148,59 +174,132 @@ def started(exercise: Exercise, result: StartResult) -> None:
             "(your file is backed up first)."
         )
     elif result.backup is not None:
-        out.print(f"Your previous file was saved to [bold]{_relative(result.backup)}[/].")
+        out.print(f"Your previous file was saved to [bold]{_link(result.backup)}[/].")
         out.print(f"A fresh stub is in [bold]{shown}[/].")
     else:
         out.print(f"Your scratch file: [bold]{shown}[/]")
+    if watching:
+        steps = (
+            "  2. Save it: every save is checked ([bold]c[/] checks now).\n"
+            "  3. Stuck? Press [bold]h[/] for one hint at a time."
+        )
+    else:
+        steps = (
+            "  2. Run [bold]trainer check[/] to get a verdict.\n"
+            "  3. Stuck? [bold]trainer hint[/] reveals one hint at a time."
+        )
     out.print(
         "\n[bold]Next steps[/]\n"
-        f"  1. Open {shown} and write [bold]backward()[/] in `{exercise.class_name}`.\n"
-        "  2. Run [bold]trainer check[/] to get a verdict.\n"
-        "  3. Stuck? [bold]trainer hint[/] reveals one hint at a time."
+        f"  1. Open it ([bold]trainer open[/]) and write [bold]backward()[/] in "
+        f"`{exercise.class_name}`.\n" + steps
     )
+
+
+def statement(exercise: Exercise) -> None:
+    out.print(
+        _panel(
+            markdown(exercise.statement), title=_text(exercise.title, style="bold"), expand=False
+        )
+    )
+
+
+def _distinct_notes(notes: Sequence[str]) -> list[str]:
+    """Each piece of advice once: notes that differ only in numbers or in the run they
+    name ("(for x: (4, 5) in float32)") are one note, with how many runs it came from."""
+    groups: dict[str, list[str]] = {}
+    for note in notes:
+        unrun = re.sub(r" \(for [^()]*(\([^()]*\)[^()]*)*\)", "", note)
+        key = re.sub(r"\d+(\.\d+)?( [kMG]?i?B\b)?", "#", unrun)  # "1.0 kB", "288 B", "3"
+        groups.setdefault(key, []).append(note)
+    shown = []
+    for same in groups.values():
+        extra = len(same) - 1
+        shown.append(same[0] + (f" (and in {plural(extra, 'other run')})" if extra else ""))
+    return shown
 
 
 def check_report(
-    report: CheckReport, exercise: Exercise, interview_left: float | None = None
+    report: CheckReport,
+    exercise: Exercise,
+    interview_left: float | None = None,
+    watching: bool = False,
+    verbose: bool = False,
 ) -> None:
+    """The verdict of every stage, then what failed, then one summary line.
+
+    A pass (or ``verbose``) is one table with every stage's words. A failure is made
+    to fit a screen: a table of one line per stage, then each failure below it at the
+    full width of the terminal, the first one with its details, a problem shown
+    in several stages only once (``--verbose`` and ``--json`` have everything).
+    """
     file_name = Path(report.file).name
     out.print(
         f"Checking [bold]{file_name}[/] against [bold]{exercise.id}[/] "
-        f"[dim](seed {report.seed}, file sha256 {report.file_sha256[:12]})[/]"
+        f"[dim](seed {report.seed}, sha256 {report.file_sha256[:12]})[/]"
     )
-    if interview_left is not None:
-        out.print(f"[bold magenta]Interview: {_clock(interview_left)} left.[/]")
-    table = _table(show_lines=True, expand=True)
+    short = not report.passed and not verbose
+    table = _table(show_lines=not short, expand=True)
     table.add_column("Stage", no_wrap=True)
-    table.add_column("Verdict", no_wrap=True)
     table.add_column("Details", ratio=1)
     for stage in report.stages:
         label, style = _VERDICT_STYLE[stage.verdict.value]
         body = _text(stage.message)
-        for line in stage.details:
-            body.append("\n" + line, style="dim" if stage.verdict.value != "fail" else "")
-        table.add_row(stage.title, _text(label, style=style), body)
+        if short:
+            body.no_wrap, body.overflow = True, "ellipsis"
+        else:
+            for line in stage.details:
+                body.append("\n" + line, style="" if stage.verdict.value == "fail" else "dim")
+        table.add_row(_text(label + " ", style=style) + _text(stage.title), body)
     out.print(table)
-    for note in report.notes:
+    if short:
+        _failures(report)
+    for note in _distinct_notes(report.notes):
         out.print(_text("note: ", style="bold yellow") + _text(note))
     failure = report.first_failure
     if failure is not None and report.output.strip():
         tail = "\n".join(report.output.rstrip().splitlines()[-15:])
         out.print(_panel(_text(tail), title="your code printed (last lines)", expand=False))
+    clock = (
+        f" [bold magenta]Interview: {_clock(interview_left)} left.[/]"
+        if interview_left is not None
+        else ""
+    )
     if report.passed:
         ran = [s for s in report.stages if s.verdict.value == "pass"]
         skipped = len(report.stages) - len(ran)
         extra = f" ({skipped} skipped)" if skipped else ""
-        out.print(
-            f"[bold green]✔ All {len(ran)} stages passed[/]{extra} in {report.seconds:.1f} s."
-        )
+        every = "The stage" if len(ran) == 1 else f"All {len(ran)} stages"
+        out.print(f"[bold green]✔ {every} passed[/]{extra} in {report.seconds:.1f} s.{clock}")
     elif failure is not None:
         failed = sum(s.verdict.value == "fail" for s in report.stages)
+        again = "save it again" if watching else "run [bold]trainer check[/] again"
+        stuck = "press [bold]h[/]" if watching else f"[bold]trainer hint {exercise.id}[/]"
         out.print(
-            f"[bold red]✘ {failed} of {len(report.stages)} stages failed[/], first: "
-            f"{failure.title}. Fix {file_name} and run [bold]trainer check[/] again; "
-            f"stuck? [bold]trainer hint {exercise.id}[/]."
+            f"[bold red]✘ {failed} of {plural(len(report.stages), 'stage')} failed[/], first: "
+            f"{failure.title}. Fix {file_name} and {again}; stuck? {stuck}.{clock}"
         )
+
+
+def _failures(report: CheckReport) -> None:
+    """Each failure at full width: the first with its details, the others without them
+    (``--verbose`` shows them); one that repeats an earlier stage's error is not repeated."""
+    from rich.padding import Padding
+
+    hidden = 0
+    first = report.first_failure
+    for stage in report.stages:
+        if stage.verdict.value != "fail" or stage.message.startswith("same error as "):
+            continue
+        body = _text(stage.message)
+        if stage is first:
+            for line in stage.details:
+                body.append("\n" + line)
+        else:
+            hidden += len(stage.details)
+        out.print(_text(f"✘ {stage.title}", style="bold red"))
+        out.print(Padding(body, (0, 0, 0, 2), expand=False))
+    if hidden:
+        out.print(f"[dim]({plural(hidden, 'more line')} of details: trainer check --verbose)[/]")
 
 
 def after_pass(exercise: Exercise) -> None:
@@ -218,8 +317,9 @@ def ask_yes_no(question: str, default: bool = True) -> bool:
 def ask(prompt: str) -> str | None:
     """One line from the user, or None at end of input."""
     try:
-        answer: str = out.input(prompt)
+        answer: str = out.input(prompt, markup=False)  # "[y/N]" is text, not markup
     except EOFError:
+        out.print()  # what comes next starts on its own line, not after the prompt
         return None
     if not sys.stdin.isatty():
         out.print(answer, highlight=False)  # piped answers: keep the transcript readable
@@ -247,26 +347,29 @@ def _plain_box(title: str, body: str) -> str:
     return "\n".join([top, *middle, "╰" + "─" * (inner + 2) + "╯"])
 
 
-def _plain(text: str) -> None:
+def plain(text: str) -> None:
+    """One line on stdout, without rich."""
     sys.stdout.write(text + "\n")
     sys.stdout.flush()
 
 
-def hint(exercise: Exercise, number: int, text: str, last: bool) -> None:
+def hint(exercise: Exercise, number: int, text: str, last: bool, watching: bool = False) -> None:
     total = len(exercise.hints)
-    _plain(_plain_box(f"Hint {number} of {total}", text))
-    if last:
-        _plain(
+    plain(_plain_box(f"Hint {number} of {total}", text))
+    if watching:
+        plain("That is the last hint." if last else f"Still stuck? Press h for hint {number + 1}.")
+    elif last:
+        plain(
             "That is the last hint. Run trainer check when ready; "
             f"trainer hint {exercise.id} --all shows every hint."
         )
     else:
-        _plain(f"Still stuck? trainer hint again for hint {number + 1}.")
+        plain(f"Still stuck? trainer hint again for hint {number + 1}.")
 
 
 def all_hints(exercise: Exercise) -> None:
     for number, text in enumerate(exercise.hints, start=1):
-        _plain(_plain_box(f"Hint {number} of {len(exercise.hints)}", text))
+        plain(_plain_box(f"Hint {number} of {len(exercise.hints)}", text))
 
 
 def quiz_question(number: int, total: int, question: QuizQuestion) -> None:
@@ -296,18 +399,56 @@ def quiz_score(exercise: Exercise, score: int, total: int, best: int | None) -> 
         out.print(f"Take it again any time: [bold]trainer quiz {exercise.id}[/].")
 
 
-def exercise_list(exercises: Sequence[Exercise], state: State) -> None:
-    table = _table()
-    table.add_column("")
-    table.add_column("Exercise", no_wrap=True)
-    table.add_column("Title")
-    table.add_column("Difficulty")
-    table.add_column("Status", no_wrap=True)
-    table.add_column("Hints", justify="right")
-    table.add_column("Quiz", justify="right")
-    table.add_column("Interview", justify="right")
+def exercise_list(exercises: Sequence[Exercise], state: State, workspace: Path | None) -> None:
+    """One line per exercise, under the heading of its track.
+
+    Columns are dropped as the terminal narrows (title first, then interview, quiz
+    and hints), so that no line wraps: at 80 columns every column but the title fits.
+    """
+    from trainer.spec import OTHER_TRACK, TRACKS
+
+    width = out.width
+    id_width = max([len("Exercise"), *(len(e.id) for e in exercises)])
+    # name, width, right-aligned; in the order they are dropped (last first).
+    columns = [
+        ("Exercise", id_width, False),
+        ("Level", 6, False),
+        ("Status", 11, False),
+        ("Hints", 5, True),
+        ("Quiz", 5, True),
+        ("Interview", 9, True),
+    ]
+    fixed = 3  # the current-exercise marker and its space
+    while fixed + sum(w + 2 for _, w, _ in columns) > width and len(columns) > 3:
+        columns.pop()
+    used = fixed + sum(w + 2 for _, w, _ in columns)
+    title_width = width - used if width - used >= 24 else 0
+
+    def line(cells: list[Text], marker: str = " ") -> Text:
+        row = _text(f" {marker} ")
+        for (_, column_width, right), cell in zip(columns, cells, strict=False):
+            cell.truncate(column_width, overflow="ellipsis")
+            padding = " " * (column_width - cell.cell_len)
+            row.append_text(_text(padding) + cell if right else cell + _text(padding))
+            row.append("  ")
+        if title_width and len(cells) > len(columns):
+            title = cells[-1]
+            title.truncate(title_width, overflow="ellipsis")
+            row.append_text(title)
+        row.rstrip()
+        return row
+
+    heading = [_text(name, style="bold") for name, _, _ in columns]
+    if title_width:
+        heading.append(_text("Title", style="bold"))
+    out.print(line(heading), no_wrap=True, crop=True)
     passed = 0
+    track: str | None = "none yet"
     for exercise in exercises:
+        if exercise.track != track:
+            track = exercise.track
+            title = TRACKS.get(track, OTHER_TRACK) if track is not None else OTHER_TRACK
+            out.print(_text(title, style="bold cyan"), no_wrap=True, crop=True)
         progress = state.exercises.get(exercise.id, Progress())
         passed += progress.passed
         status = (
@@ -320,18 +461,20 @@ def exercise_list(exercises: Sequence[Exercise], state: State) -> None:
         quiz = (
             f"{progress.quiz_best}/{progress.quiz_total}" if progress.quiz_best is not None else "–"
         )
-        table.add_row(
-            "→" if state.current == exercise.id else "",
-            exercise.id,
-            exercise.title,
-            exercise.difficulty,
+        cells = [
+            _text(exercise.id),
+            _text(exercise.difficulty),
             status,
-            f"{progress.hints_shown}/{len(exercise.hints)}",
-            quiz,
-            _best_interview(progress.best_interview),
-        )
-    out.print(table)
+            _text(f"{progress.hints_shown}/{len(exercise.hints)}"),
+            _text(quiz),
+            _text(_best_interview(progress.best_interview)),
+        ][: len(columns)]
+        cells.append(_text(exercise.title, style="dim"))
+        marker = "→" if state.current == exercise.id else " "
+        out.print(line(cells, marker), no_wrap=True, crop=True)
     out.print(f"{passed} of {len(exercises)} passed.")
+    if workspace is None:
+        out.print("[dim]No workspace here or in the folders above: `trainer start` makes one.[/]")
     if state.interview is not None:
         out.print(f"Interview under way on [bold]{state.interview.exercise}[/].")
     if state.current is None and exercises:
@@ -366,33 +509,54 @@ def watch_keys(passed: bool) -> None:
     out.print(f"[dim]Watching for saves.[/] {keys}")
 
 
-def all_passed(count: int) -> None:
+def all_passed(count: int, track: str | None = None) -> None:
+    where = f" of {track}" if track else ""
+    every = "The exercise" if count == 1 else f"All {count} exercises"
     out.print(
-        f"[bold green]All {count} exercises passed.[/] Try one against the clock: "
+        f"[bold green]{every}{where} passed.[/] Try one against the clock: "
         "[bold]trainer interview[/]."
     )
 
 
 def reset_done(exercise: Exercise, path: Path, backup: Path | None) -> None:
     if backup is not None:
-        out.print(f"Your file was saved to [bold]{_relative(backup)}[/].")
+        out.print(f"Your file was saved to [bold]{_link(backup)}[/].")
     else:
-        out.print("Your file was already the stub: nothing to back up.")
-    out.print(f"[bold]{_relative(path)}[/] holds the stub of [bold]{exercise.id}[/] again.")
+        out.print(f"Your {exercise.id} file was already the stub: nothing to back up.")
+    out.print(f"[bold]{_link(path)}[/] holds the stub of [bold]{exercise.id}[/] again.")
+
+
+def no_editor(path: Path) -> None:
+    out.print(
+        f"Your scratch file: [bold]{_link(path)}[/]\n"
+        "No editor is set: set $VISUAL or $EDITOR (e.g. export EDITOR='code --wait') and "
+        "`trainer open` opens it there."
+    )
 
 
 def solution(exercise: Exercise, source: str, passed: bool) -> None:
+    """The reference solution, highlighted. In a box with line numbers when every line
+    fits the terminal; otherwise plain, each line whole (the terminal wraps it), so no
+    character is ever cut off."""
     from rich.syntax import Syntax
 
     title = f"Reference solution: {exercise.id}" + ("" if passed else " (not passed yet)")
-    out.print(_panel(Syntax(source, "python", line_numbers=True), title=title, expand=False))
+    lines = source.expandtabs().splitlines() or [""]
+    gutter = len(str(len(lines))) + 3  # line numbers and their margin
+    boxed = max(len(line) for line in lines) + gutter + 4 <= out.width
+    syntax = Syntax(source, "python", line_numbers=boxed, word_wrap=False)
+    if boxed:
+        out.print(_panel(syntax, title=title, expand=False))
+    else:
+        out.print(_text(title, style="bold"))
+        out.print(syntax.highlight(source), soft_wrap=True)
     if exercise.notes:
         out.print(_panel(markdown(exercise.notes), title="What to notice", expand=False))
 
 
 def interview_started(exercise: Exercise, minutes: float) -> None:
     out.print(
-        f"\n[bold magenta]Interview started on {exercise.id}: {minutes:g} minutes.[/] Every "
+        f"\n[bold magenta]Interview started on {exercise.id}: {plural(minutes, 'minute')}.[/] Every "
         "[bold]trainer check[/] shows the time left; hints are allowed but counted. "
         "End early with [bold]trainer interview --stop[/]."
     )
@@ -404,8 +568,10 @@ def interview_summary(summary: InterviewSummary) -> None:
         "stopped": "[yellow]stopped[/]",
         "time up": "[bold red]time up[/]",
     }.get(summary.reason, summary.reason)
-    table = _table(title=f"Interview on {summary.exercise}: {verdict}", show_header=False)
-    table.add_row("Time taken", f"{_clock(summary.seconds)} of {summary.minutes:g}:00")
+    # The title on a line of its own: as the table's title it would wrap to the table's width.
+    out.print(f"[bold]Interview on {summary.exercise}:[/] {verdict}", no_wrap=True)
+    table = _table(show_header=False)
+    table.add_row("Time taken", f"{_clock(summary.seconds)} of {_clock(summary.minutes * 60)}")
     table.add_row("Checks run", str(summary.checks))
     table.add_row("Hints used", str(summary.hints))
     table.add_row("Quiz score", summary.quiz)
@@ -476,10 +642,13 @@ def validation_table(results: Sequence[Validation]) -> None:
     bad = [r for r in results if not r.ok]
     if bad:
         out.print(
-            f"[bold red]✘ {len(bad)} of {len(results)} specs fall short.[/] Fix what the table says, then run [bold]trainer validate[/] again."
+            f"[bold red]✘ {len(bad)} of {plural(len(results), 'spec')} "
+            f"{'falls' if len(bad) == 1 else 'fall'} short.[/] Fix what the table says, then "
+            "run [bold]trainer validate[/] again."
         )
     else:
-        out.print(f"[bold green]✔ All {len(results)} specs hold.[/]")
+        every = "The spec holds" if len(results) == 1 else f"All {len(results)} specs hold"
+        out.print(f"[bold green]✔ {every}.[/]")
     if warned:
         count = len(warned)
         out.print(
@@ -491,10 +660,11 @@ def validation_table(results: Sequence[Validation]) -> None:
 def scaffolded(exercise_id: str, files: Sequence[Path], root: Path) -> None:
     for path in files:
         out.print(f"wrote [bold]{_relative(path)}[/]")
-    out.print(
-        f"Edit them (every field is explained in the spec), then run "
-        f"[bold]trainer --exercises-dir {root} validate {_relative(files[0])}[/]."
+    out.print("Edit them (every field is explained), then validate this exercise alone:")
+    command = (
+        f"trainer --exercises-dir {_plain_relative(root)} validate {_plain_relative(files[0])}"
     )
+    out.print(_text(f"  {command}", style="bold"), soft_wrap=True)  # whole, to copy
 
 
 def grade_table(exercise_id: str, grades: Sequence[Grade], junit: Path | None) -> None:

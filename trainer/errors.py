@@ -17,6 +17,11 @@ class ExitCode(IntEnum):
     USAGE = 2
     INTERRUPTED = 130
 
+    @classmethod
+    def of_verdict(cls, passed: bool) -> ExitCode:
+        """A verdict's exit status: 0 when everything passed, 1 when anything failed."""
+        return cls.OK if passed else cls.CHECKS_FAILED
+
 
 class TrainerError(Exception):
     """A problem the user can fix; the message ends with what to do next."""

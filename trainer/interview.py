@@ -7,17 +7,20 @@ up; its summary is kept as the exercise's best interview when it beats it.
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from trainer.errors import TrainerError
 from trainer.spec import Exercise
 from trainer.state import Interview, State, StateStore
 
+if TYPE_CHECKING:
+    import random
+
 CLOCK: Callable[[], float] = time.time
-DEFAULT_MINUTES = 40.0
+DEFAULT_MINUTES = 40.0  # the time `trainer interview` allows unless told
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,19 @@ from trainer.vocabulary import MISTAKE_IDS, STAGE_IDS
 
 FORMAT_VERSION = 1
 DIFFICULTIES = ("easy", "medium", "hard")
+# The topics the catalogue is grouped by (`trainer list`, `trainer next --track`), in
+# the order they are shown, with their titles.
+TRACKS = {
+    "activations": "Activations",
+    "losses": "Losses",
+    "normalisation": "Normalisation",
+    "linalg_indexing": "Linear algebra and indexing",
+    "conv_pool": "Convolution and pooling",
+    "attention": "Attention",
+    "networks": "Whole networks",
+    "function_api": "The Function API",
+}
+OTHER_TRACK = "Other exercises"  # the heading of exercises that name no track
 DTYPE_NAMES = ("float32", "float64")
 SCALAR_KINDS = ("float", "int", "bool")
 ID_PATTERN = re.compile(r"^[a-z][a-z0-9_]*$")
@@ -154,6 +167,7 @@ class Exercise:
     wrong_variants: tuple[WrongVariant, ...] = ()
     notes: str = ""
     order: int = 100  # position among exercises of the same difficulty
+    track: str | None = None  # one of TRACKS; None lists it under OTHER_TRACK
     stability: tuple[StabilityProbe, ...] = ()
     double_backward: bool = False
     # The gradient to compare with, per input, where autograd of the reference
@@ -513,6 +527,7 @@ _FIELDS_OPTIONAL = (
     "order",
     "outputs",
     "stability",
+    "track",
     "wrong_variants",
 )
 
@@ -574,6 +589,7 @@ def exercise_from_mapping(data: object, file: str, source: Path | None = None) -
         mistakes=mistakes,
         notes=root.optional("notes", _Node.text, ""),
         order=root.optional("order", lambda n: n.integer(minimum=0), 100),
+        track=root.optional("track", lambda n: n.choice(tuple(TRACKS)), None),
         stability=root.optional(
             "stability",
             lambda n: tuple(_stability_probe(p, params) for p in n.items()),

@@ -12,12 +12,13 @@ import contextlib
 import fcntl
 import json
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from trainer.files import write_atomically
 
 STATE_FILE = ".trainer-state.json"
 LOCK_FILE = ".trainer-state.lock"
@@ -146,17 +147,7 @@ class StateStore:
         return State()
 
     def save(self, state: State) -> None:
-        fd, temporary = tempfile.mkstemp(prefix=".trainer-state-", dir=self.workspace)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(state.to_json())
-            # Atomic: readers see the old file or the new one, never half of one.
-            # (No fsync: progress is not worth 10 ms on every command.)
-            os.replace(temporary, self.path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        write_atomically(self.path, state.to_json())
 
     @contextlib.contextmanager
     def update(self) -> Iterator[State]:

@@ -1,4 +1,4 @@
-"""The learner's workspace: scratch files and their backups.
+"""The learner's workspace: where it is, its scratch files and their backups.
 
 Nothing here ever loses a learner's edits: a scratch file that differs from the
 stub is only replaced after a timestamped copy is kept in ``.backups/``.
@@ -7,35 +7,98 @@ stub is only replaced after a timestamped copy is kept in ``.backups/``.
 from __future__ import annotations
 
 import os
-import tempfile
+import textwrap
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from trainer.errors import WorkspaceError
+from trainer.files import write_atomically
+from trainer.settings import SETTINGS_FILE
 from trainer.spec import Exercise
+from trainer.state import STATE_FILE
 
 WORKSPACE_ENV = "TRAINER_WORKSPACE"
 DEFAULT_WORKSPACE = "trainer-workspace"
 BACKUPS = ".backups"
+HEADER_WIDTH = 79  # the statement at the top of a scratch file fits an 80-column editor
 
 
-def resolve_workspace(option: Path | None) -> Path:
-    """``--workspace``, else ``$TRAINER_WORKSPACE``, else ``./trainer-workspace``."""
+def resolve_workspace(option: Path | None = None, start: Path | None = None) -> Path:
+    """``--workspace``, else ``$TRAINER_WORKSPACE``, else the nearest workspace found by
+    walking up from ``start`` (the working folder) as git does, else ``./trainer-workspace``.
+
+    A folder is a workspace when it holds the progress or settings file; a
+    ``trainer-workspace/`` folder met on the way up is one too. So the commands
+    work alike from the folder that holds the workspace, from inside it and from
+    any folder below either.
+    """
     if option is not None:
         return option.expanduser()
     from_env = os.environ.get(WORKSPACE_ENV)
     if from_env:
         return Path(from_env).expanduser()
-    return Path.cwd() / DEFAULT_WORKSPACE
+    here = (start or Path.cwd()).absolute()
+    for folder in (here, *here.parents):
+        if is_workspace(folder):
+            return folder
+        if (folder / DEFAULT_WORKSPACE).is_dir():
+            return folder / DEFAULT_WORKSPACE
+    return here / DEFAULT_WORKSPACE
+
+
+def editor_command() -> list[str] | None:
+    """The learner's editor: ``$VISUAL``, else ``$EDITOR`` (with its arguments), else None."""
+    import shlex  # only `trainer open` needs it
+
+    for variable in ("VISUAL", "EDITOR"):
+        value = os.environ.get(variable, "").strip()
+        if value:
+            return shlex.split(value)
+    return None
+
+
+def is_workspace(folder: Path) -> bool:
+    return (folder / STATE_FILE).is_file() or (folder / SETTINGS_FILE).is_file()
 
 
 @dataclass
 class StartResult:
     path: Path
-    created: bool  # a fresh stub was written
     kept_edits: bool  # an edited file was left as it was
     backup: Path | None = None
+
+
+def scratch_text(exercise: Exercise) -> str:
+    """What ``trainer start`` writes: the statement as a comment, then the spec's stub.
+
+    A comment (not a docstring) so that no statement text can break the file:
+    the checker loads it as it loads the bare stub.
+    """
+    lines = [f"{exercise.id}: {exercise.title}", ""]
+    for line in exercise.statement.strip().splitlines():
+        indent = line[: len(line) - len(line.lstrip())]
+        bullet = indent + ("  " if line.lstrip().startswith(("- ", "* ")) else "")
+        wrapped = textwrap.wrap(
+            line,
+            HEADER_WIDTH - 2,
+            subsequent_indent=bullet,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
+        lines += wrapped or [""]
+    lines += [
+        "",
+        f"Check it with `trainer check {exercise.id}`; stuck? `trainer hint {exercise.id}`.",
+    ]
+    header = "\n".join(f"# {line}".rstrip() for line in lines)
+    return f"{header}\n\n{exercise.stub}"
+
+
+def is_untouched(raw: bytes, exercise: Exercise) -> bool:
+    """The file is what ``trainer start`` wrote (or an earlier trainer's bare stub)."""
+    return _same_text(raw, scratch_text(exercise)) or _same_text(raw, exercise.stub)
 
 
 class Workspace:
@@ -82,15 +145,20 @@ class Workspace:
         self.ensure()
         path = self.scratch_path(exercise.id)
         if path.exists():
-            if _same_text(path.read_bytes(), exercise.stub):
-                return StartResult(path=path, created=False, kept_edits=False)
+            if is_untouched(path.read_bytes(), exercise):
+                return StartResult(path=path, kept_edits=False)
             if not force:
-                return StartResult(path=path, created=False, kept_edits=True)
+                return StartResult(path=path, kept_edits=True)
             backup = self.backup(path, exercise.id)
-            write_atomically(path, exercise.stub)
-            return StartResult(path=path, created=True, kept_edits=False, backup=backup)
-        write_atomically(path, exercise.stub)
-        return StartResult(path=path, created=True, kept_edits=False)
+            write_atomically(path, scratch_text(exercise))
+            return StartResult(path=path, kept_edits=False, backup=backup)
+        write_atomically(path, scratch_text(exercise))
+        return StartResult(path=path, kept_edits=False)
+
+    def scratch_files(self, exercises: Sequence[Exercise]) -> list[tuple[Exercise, Path]]:
+        """The exercises that have a scratch file here, in catalogue order."""
+        found = [(e, self.scratch_path(e.id)) for e in exercises]
+        return [(e, p) for e, p in found if p.is_file()]
 
 
 def _writable(folder: Path) -> bool:
@@ -105,26 +173,14 @@ def _same_text(raw: bytes, text: str) -> bool:
     return decoded.replace("\r\n", "\n") == text
 
 
-def write_atomically(path: Path, text: str) -> None:
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}-", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
-        raise
-
-
 def reset_scratch(workspace: Workspace, exercise: Exercise) -> tuple[Path, Path | None]:
     """Put the stub back; the current file is backed up first unless it is the stub already."""
     workspace.ensure()
     path = workspace.scratch_path(exercise.id)
     backup = None
-    if path.exists() and not _same_text(path.read_bytes(), exercise.stub):
+    if path.exists() and not is_untouched(path.read_bytes(), exercise):
         backup = workspace.backup(path, exercise.id)
-    write_atomically(path, exercise.stub)
+    write_atomically(path, scratch_text(exercise))
     return path, backup
 
 
@@ -139,7 +195,17 @@ def save_scratch(workspace: Workspace, exercise: Exercise, text: str) -> tuple[P
     backup = None
     if path.exists():
         raw = path.read_bytes()
-        if not _same_text(raw, text) and not _same_text(raw, exercise.stub):
+        if not _same_text(raw, text) and not is_untouched(raw, exercise):
             backup = workspace.backup(path, exercise.id)
     write_atomically(path, text)
     return path, backup
+
+
+def reset_all(
+    workspace: Workspace, exercises: Sequence[Exercise]
+) -> list[tuple[Exercise, Path, Path | None]]:
+    """:func:`reset_scratch` for every scratch file of the workspace; every edit is backed up."""
+    return [
+        (exercise, *reset_scratch(workspace, exercise))
+        for exercise, _ in workspace.scratch_files(exercises)
+    ]

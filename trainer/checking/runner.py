@@ -267,7 +267,7 @@ def run_check(
                 Verdict.FAIL,
                 f"{file.name} is not UTF-8 text (byte {error.start} cannot be decoded)",
             )
-        ]
+        ] + [StageResult(s.id, Verdict.SKIP, "skipped: the file did not load") for s in STAGE_BY_ID.values() if s.id != "load" and s.applies(exercise, double_backward)]  # fmt: skip
         return _report(exercise, file, raw, seed, stages, started, "")
     token = secrets.token_hex(16)
     job = {

@@ -1,0 +1,176 @@
+"""The command line in typer's own terms: lazy command modules, shared options, defaults."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+import pytest
+import typer
+
+from tests.conftest import REPO, run_cli
+from trainer.checking.runner import DEFAULT_MEMORY_LIMIT_MB, DEFAULT_SEED, DEFAULT_TIMEOUT
+from trainer.cli import COMMAND_MODULES
+from trainer.interview import DEFAULT_MINUTES
+
+COMMAND_FILES = sorted(set(COMMAND_MODULES.values()))
+SOURCE = {"PYTHONPATH": str(REPO)}  # subprocesses import this checkout
+
+
+def test_each_command_module_defines_exactly_its_own_command():
+    for name, module_name in COMMAND_MODULES.items():
+        built = typer.main.get_command(importlib.import_module(module_name).app)
+        assert not isinstance(built, click.Group), module_name
+        assert built.name == name, module_name
+
+
+def test_the_table_lists_every_command_module():
+    folder = REPO / "trainer" / "commands"
+    modules = {f"trainer.commands.{p.stem}" for p in folder.glob("*.py")} - {
+        "trainer.commands.__init__",
+        "trainer.commands.common",
+    }
+    assert modules == set(COMMAND_MODULES.values())
+
+
+def test_no_command_module_imports_the_root_so_there_is_no_import_cycle():
+    for module_name in [*COMMAND_FILES, "trainer.commands.common"]:
+        path = REPO / (module_name.replace(".", "/") + ".py")
+        tree = ast.parse(path.read_text())
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)} | {
+            a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names
+        }
+        assert "trainer.cli" not in imported, module_name
+
+
+PROBE = """
+import json, sys
+from trainer.cli import main
+sys.argv = ["trainer", *json.loads(sys.argv[1])]
+try:
+    main()
+except SystemExit:
+    pass
+print(json.dumps(sorted(m for m in sys.modules if m.startswith(("trainer.cli", "trainer.commands")))))
+"""
+
+
+@pytest.mark.parametrize(
+    ("argv", "loaded"),
+    [
+        (
+            ["hint", "sigmoid"],
+            ["trainer.cli", "trainer.commands", "trainer.commands.common", "trainer.commands.hint"],
+        ),
+        (
+            ["validate", "--help"],
+            [
+                "trainer.cli",
+                "trainer.commands",
+                "trainer.commands.common",
+                "trainer.commands.validate",
+            ],
+        ),
+    ],
+)
+def test_a_command_loads_only_the_module_that_defines_it(argv, loaded, tmp_path: Path):
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(argv)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"TRAINER_WORKSPACE": str(tmp_path / "ws"), "PATH": "/usr/bin:/bin", **SOURCE},
+        check=False,
+    )
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == loaded
+
+
+@pytest.mark.parametrize("command", list(COMMAND_MODULES))
+def test_every_command_accepts_workspace_and_exercises_dir_after_its_name(command):
+    result = run_cli(command, "--help")
+    assert result.exit_code == 0
+    for option in ("--workspace", "-w", "--exercises-dir"):
+        assert option in result.stdout, (command, option)
+
+
+def test_the_root_accepts_the_same_two_options_before_the_command():
+    result = run_cli("--help")
+    assert "--workspace" in result.stdout and "--exercises-dir" in result.stdout
+
+
+def test_the_workspace_given_before_or_after_the_command_is_the_same(tmp_path: Path):
+    before, after = tmp_path / "before", tmp_path / "after"
+    assert run_cli("-w", str(before), "start", "sigmoid").exit_code == 0
+    assert run_cli("start", "relu", "-w", str(after)).exit_code == 0
+    assert (before / "sigmoid.py").is_file() and (after / "relu.py").is_file()
+    assert "Hint 1 of" in run_cli("-w", str(before), "hint").stdout
+    assert "Hint 2 of" in run_cli("hint", "-w", str(before)).stdout
+
+
+def test_an_option_after_the_command_wins_over_the_same_option_before_it(tmp_path: Path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert run_cli("-w", str(first), "start", "sigmoid", "-w", str(second)).exit_code == 0
+    assert (second / "sigmoid.py").is_file()
+    assert not first.exists()
+
+
+def test_exercises_dir_is_accepted_before_and_after_the_command(tmp_path: Path):
+    root = tmp_path / "mine"
+    assert run_cli("new", "triple", "--root", str(root)).exit_code == 0
+    for number, argv in enumerate(
+        (
+            ["--exercises-dir", str(root), "hint", "triple"],
+            ["hint", "triple", "--exercises-dir", str(root)],
+        ),
+        start=1,
+    ):
+        result = run_cli(*argv)
+        assert result.exit_code == 0, result.stderr
+        assert f"Hint {number} of" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("command", "default"),
+    [
+        (
+            ["check"],
+            f"--timeout  FLOAT RANGE [x>=1.0]  Seconds before the check is stopped. [default: {DEFAULT_TIMEOUT}]",
+        ),
+        (["check"], f"[default: {DEFAULT_SEED}]"),
+        (["check"], f"[default: {DEFAULT_MEMORY_LIMIT_MB}]"),
+        (["interview"], f"[default: {DEFAULT_MINUTES}]"),
+        (["grade"], f"[default: {DEFAULT_TIMEOUT}]"),
+    ],
+)
+def test_the_defaults_shown_in_help_are_the_core_s_own(command, default):
+    result = run_cli(*command, "--help")
+    flat = " ".join(result.stdout.replace("│", " ").split())
+    assert " ".join(default.split()) in flat or default.split("[default")[-1] in flat
+
+
+def test_dead_code_named_in_issue_11_is_gone():
+    from trainer import interview, workspace
+    from trainer.catalog import Catalog
+
+    assert "created" not in workspace.StartResult.__dataclass_fields__
+    assert not hasattr(Catalog, "root")
+    assert interview.DEFAULT_MINUTES == 40.0  # now the one definition the CLI uses
+
+
+def test_a_mistyped_command_is_suggested_once():
+    result = run_cli("chek")
+    assert result.exit_code == 2
+    assert result.stderr.count("Did you mean 'check'?") == 1
+
+
+def test_version_prints_the_package_version():
+    import trainer
+
+    result = run_cli("--version")
+    assert result.exit_code == 0
+    assert result.stdout.strip() == f"trainer {trainer.__version__}"

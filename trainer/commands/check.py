@@ -1,0 +1,117 @@
+"""`trainer check`: check the learner's file in the checking process.
+
+The checking defaults come from :mod:`trainer.checking.runner`, where they are
+defined once; only `check`, `watch` and `grade` import it.
+
+No `from __future__ import annotations`: typer reads the annotations at run time.
+"""
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from trainer import console
+from trainer.checking.runner import (
+    DEFAULT_MEMORY_LIMIT_MB,
+    DEFAULT_SEED,
+    DEFAULT_TIMEOUT,
+    run_check,
+)
+from trainer.commands.common import (
+    LEARN_PANEL,
+    ExerciseArgument,
+    ExercisesDirOption,
+    Session,
+    WorkspaceOption,
+)
+from trainer.commands.quiz import run_quiz
+from trainer.errors import ExitCode, WorkspaceError
+
+if TYPE_CHECKING:
+    pass
+
+app = typer.Typer(add_completion=False)
+
+MAX_SEED = 2**64 - 1  # torch.manual_seed takes seeds up to here
+
+
+@app.command(rich_help_panel=LEARN_PANEL)
+def check(
+    ctx: typer.Context,
+    exercise_id: ExerciseArgument = None,
+    file: Annotated[
+        Path | None,
+        typer.Option("--file", "-f", help="Check this file instead of the scratch file."),
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON document on stdout.")
+    ] = False,
+    timeout: Annotated[
+        float, typer.Option(min=1.0, help="Seconds before the check is stopped.")
+    ] = DEFAULT_TIMEOUT,
+    seed: Annotated[
+        int,
+        typer.Option(
+            min=0, max=MAX_SEED, help="Seed for the random inputs and upstream gradients."
+        ),
+    ] = DEFAULT_SEED,
+    double_backward: Annotated[
+        bool,
+        typer.Option("--double-backward", help="Also check second derivatives through backward."),
+    ] = False,
+    memory_limit: Annotated[
+        int,
+        typer.Option(
+            "--memory-limit", min=64, help="MiB your code may allocate, on top of torch itself."
+        ),
+    ] = DEFAULT_MEMORY_LIMIT_MB,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose", "-v", help="Show every stage's details, not only the first failure's."
+        ),
+    ] = False,
+    workspace: WorkspaceOption = None,
+    exercises_dir: ExercisesDirOption = None,
+) -> None:
+    """Check your backward pass: structure, forward and backward parity, gradcheck.
+
+    Exit code 0 when every stage passes, 1 when any fails.
+
+    Example: trainer check sigmoid --seed 3
+    """
+    session = Session(ctx, workspace, exercises_dir)
+    exercise = session.exercise(exercise_id)
+    if file is None:
+        path = session.scratch_file(exercise)
+    elif not file.is_file():
+        raise WorkspaceError(f"no file at {file}. Check the path given to --file.")
+    elif not file.read_bytes().strip():
+        raise WorkspaceError(f"{file} is empty: nothing to check. Check the path given to --file.")
+    else:
+        path = file
+    report = run_check(
+        exercise,
+        path,
+        seed=seed,
+        timeout=timeout,
+        solution=session.catalog.solution_path(exercise),
+        double_backward=double_backward,
+        memory_limit_mb=memory_limit,
+    )
+    left, summary = session.record_check(exercise, report.passed)
+    session.show_notices()
+    if as_json:
+        console.print_json(json.dumps(report.to_dict(), indent=2))
+    else:
+        console.check_report(report, exercise, interview_left=left, verbose=verbose)
+        if summary is not None:
+            console.interview_summary(summary)
+        if report.passed:
+            if console.is_interactive() and console.ask_yes_no("Take the quiz now?"):
+                run_quiz(session, exercise)
+            else:
+                console.after_pass(exercise)
+    raise typer.Exit(ExitCode.of_verdict(report.passed))

@@ -1,0 +1,196 @@
+"""What every command shares: the two common options, the session a command works in,
+and completion of exercise ids.
+
+The command modules of this package import it; it imports none of them, nor
+:mod:`trainer.cli`, so the CLI has no import cycle.
+
+No `from __future__ import annotations` in the CLI modules: typer would then
+evaluate every annotation string of every command at each start.
+"""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from trainer import console
+from trainer.catalog import EXERCISES_ENV, Catalog, root_of
+from trainer.errors import TrainerError, WorkspaceError
+from trainer.settings import Settings, load_settings, remember_exercise_dirs
+from trainer.spec import Exercise
+from trainer.state import STATE_FILE, StateStore
+from trainer.workspace import DEFAULT_WORKSPACE, WORKSPACE_ENV, Workspace, resolve_workspace
+
+if TYPE_CHECKING:
+    from trainer.interview import InterviewSummary
+
+# The panels of `trainer --help`.
+LEARN_PANEL = "Learn"
+AUTHOR_PANEL = "Author and teach"
+
+# No square brackets in help texts: rich markup would swallow them.
+WORKSPACE_HELP = (
+    f"Folder for scratch files and progress (env: {WORKSPACE_ENV}; default: the nearest "
+    f"{DEFAULT_WORKSPACE} in this folder or above, else ./{DEFAULT_WORKSPACE})."
+)
+EXERCISES_DIR_HELP = (
+    f"Another folder of exercises, remembered by the workspace; repeatable (env: "
+    f"{EXERCISES_ENV}, path-separated)."
+)
+
+
+@dataclass
+class SharedOptions:
+    """``--workspace`` and ``--exercises-dir`` given before the command name
+    (``trainer -w DIR check``); the root callback keeps them in ``ctx.obj``."""
+
+    workspace: Path | None = None
+    exercises_dirs: list[Path] = field(default_factory=list)
+
+
+def complete_exercise(incomplete: str) -> list[str]:
+    """Shell completion for exercise ids (no torch, just file names)."""
+    try:
+        remembered = load_settings(resolve_workspace()).exercise_dirs
+        return [i for i in Catalog.default(remembered).ids() if i.startswith(incomplete)]
+    except TrainerError:
+        return []
+
+
+WorkspaceOption = Annotated[
+    Path | None,
+    typer.Option("--workspace", "-w", help=WORKSPACE_HELP, show_default=False),
+]
+ExercisesDirOption = Annotated[
+    list[Path] | None,
+    typer.Option("--exercises-dir", help=EXERCISES_DIR_HELP, show_default=False),
+]
+ExerciseArgument = Annotated[
+    str | None,
+    typer.Argument(
+        metavar="EXERCISE",
+        help="Exercise id (see `trainer list`); defaults to the current one.",
+        show_default=False,
+        autocompletion=complete_exercise,
+    ),
+]
+
+
+class Session:
+    """What a command works with: the catalogue, the workspace and its progress file.
+
+    Opening one also ends an interview whose time ran out (any command notices
+    it) and remembers the exercise folders given with ``--exercises-dir``.
+    """
+
+    def __init__(
+        self,
+        ctx: typer.Context,
+        workspace: Path | None = None,
+        exercises_dirs: list[Path] | None = None,
+    ) -> None:
+        shared = ctx.find_object(SharedOptions) or SharedOptions()
+        self.workspace = Workspace(resolve_workspace(workspace or shared.workspace))
+        self.store = StateStore(self.workspace.root)
+        self._given = [*shared.exercises_dirs, *(exercises_dirs or [])]
+        settings = load_settings(self.workspace.root) if self.exists else Settings()
+        self.store.notices += settings.notices
+        self.catalog = Catalog.default([*self._given, *settings.exercise_dirs])
+        if self.exists:
+            self._remember_exercise_dirs()
+            self._end_interview_if_time_is_up()
+
+    @property
+    def exists(self) -> bool:
+        return self.workspace.root.is_dir()
+
+    def _remember_exercise_dirs(self) -> None:
+        if self._given:
+            remember_exercise_dirs(self.workspace.root, [root_of(f) for f in self._given])
+
+    def _end_interview_if_time_is_up(self) -> None:
+        if not (self.workspace.root / STATE_FILE).is_file():
+            return
+        from trainer.interview import expire_if_due
+
+        summary = expire_if_due(self.store)
+        self.show_notices()  # a damaged progress file is reported here, once
+        if summary is not None:
+            console.interview_summary(summary)
+
+    def exercise(self, exercise_id: str | None) -> Exercise:
+        """The exercise named, else the current one; an error naming the workspace when none."""
+        if exercise_id is not None:
+            return self.catalog.get(exercise_id)
+        root = self.workspace.root
+        if not self.exists:
+            raise WorkspaceError(
+                f"no current exercise: there is no workspace at {root} (none in this folder or "
+                "the folders above it). Start one with `trainer start sigmoid` (see `trainer "
+                "list`), or choose a workspace with --workspace."
+            )
+        current = self.store.load().current
+        if current is None:
+            raise WorkspaceError(
+                f"no current exercise in the workspace {root}. Start one with `trainer start "
+                "sigmoid` (see `trainer list`), or name it: `trainer check sigmoid`."
+            )
+        return self.catalog.get(current)
+
+    def scratch_file(self, exercise: Exercise) -> Path:
+        """The exercise's scratch file, which must exist."""
+        path = self.workspace.scratch_path(exercise.id)
+        if not path.is_file():
+            raise WorkspaceError(
+                f"no file at {path}. Run `trainer start {exercise.id}` to create it."
+            )
+        return path
+
+    def writable_store(self) -> StateStore:
+        self.workspace.ensure()
+        self._remember_exercise_dirs()
+        return self.store
+
+    def start(self, exercise: Exercise, force: bool = False, watching: bool = False) -> None:
+        """Write the scratch file (never over edits without a backup) and make it current."""
+        result = self.workspace.start(exercise, force=force)
+        self._remember_exercise_dirs()
+        with self.store.update() as state:
+            state.current = exercise.id
+            state.progress(exercise.id).started = True
+        self.show_notices()
+        console.started(exercise, result, watching=watching)
+
+    def first_not_passed(self, track: str | None = None) -> Exercise | None:
+        """The first exercise of ``trainer list`` (of one track) not passed yet."""
+        state = self.store.load() if self.exists else None
+        for exercise in self.catalog.all:
+            if track is not None and exercise.track != track:
+                continue
+            if state is None or not state.progress(exercise.id).passed:
+                return exercise
+        return None
+
+    def record_check(
+        self, exercise: Exercise, passed: bool
+    ) -> tuple[float | None, "InterviewSummary | None"]:
+        """Count a check in the progress file and in an interview under way on it.
+
+        Returns the interview's time left and, when this check ended it, its summary.
+        """
+        if not self.exists:
+            return None, None
+        from trainer.interview import record_check
+
+        with self.store.update() as state:
+            progress = state.progress(exercise.id)
+            progress.checks += 1
+            progress.started = True
+            progress.passed = progress.passed or passed
+        return record_check(self.store, exercise.id, passed)
+
+    def show_notices(self) -> None:
+        for message in self.store.notices:
+            console.notice(message)
+        self.store.notices.clear()

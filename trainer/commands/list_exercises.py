@@ -1,0 +1,36 @@
+"""`trainer list`: the catalogue track by track, with your progress.
+
+No `from __future__ import annotations`: typer reads the annotations at run time.
+"""
+
+import typer
+
+from trainer import console
+from trainer.commands.common import (
+    LEARN_PANEL,
+    ExercisesDirOption,
+    Session,
+    WorkspaceOption,
+)
+
+app = typer.Typer(add_completion=False)
+
+
+@app.command("list", rich_help_panel=LEARN_PANEL)
+def list_exercises(
+    ctx: typer.Context,
+    workspace: WorkspaceOption = None,
+    exercises_dir: ExercisesDirOption = None,
+) -> None:
+    """List the exercises with difficulty and your progress.
+
+    Example: trainer list
+    """
+    from trainer.state import State
+
+    session = Session(ctx, workspace, exercises_dir)
+    state = session.store.load() if session.exists else State()
+    session.show_notices()
+    console.exercise_list(
+        session.catalog.all, state, session.workspace.root if session.exists else None
+    )

@@ -1,0 +1,57 @@
+"""`trainer next`: start the first exercise not passed yet (of one track).
+
+No `from __future__ import annotations`: typer reads the annotations at run time.
+"""
+
+from typing import Annotated
+
+import typer
+
+from trainer import console
+from trainer.commands.common import (
+    LEARN_PANEL,
+    ExercisesDirOption,
+    Session,
+    WorkspaceOption,
+)
+from trainer.spec import TRACKS
+
+app = typer.Typer(add_completion=False)
+
+
+def _complete_track(incomplete: str) -> list[str]:
+    return [t for t in TRACKS if t.startswith(incomplete)]
+
+
+@app.command("next", rich_help_panel=LEARN_PANEL)
+def next_exercise(
+    ctx: typer.Context,
+    track: Annotated[
+        str | None,
+        typer.Option(
+            "--track",
+            "-t",
+            help=f"Pick within one track: {', '.join(TRACKS)}.",
+            show_default=False,
+            autocompletion=_complete_track,
+        ),
+    ] = None,
+    workspace: WorkspaceOption = None,
+    exercises_dir: ExercisesDirOption = None,
+) -> None:
+    """Start the first exercise you have not passed yet, in the order of `trainer list`.
+
+    Example: trainer next --track losses
+    """
+    if track is not None and track not in TRACKS:
+        raise typer.BadParameter(
+            f"{track!r} is not a track; the tracks are {', '.join(TRACKS)}.",
+            param_hint="'--track'",
+        )
+    session = Session(ctx, workspace, exercises_dir)
+    exercise = session.first_not_passed(track)
+    if exercise is None:
+        exercises = [e for e in session.catalog.all if track is None or e.track == track]
+        console.all_passed(len(exercises), TRACKS.get(track or ""))
+        return
+    session.start(exercise)

@@ -1,0 +1,70 @@
+"""`trainer quiz`: the exercise's questions, choices shuffled; also asked after a pass.
+
+No `from __future__ import annotations`: typer reads the annotations at run time.
+"""
+
+from typing import Annotated
+
+import typer
+
+from trainer import console
+from trainer.commands.common import (
+    LEARN_PANEL,
+    ExerciseArgument,
+    ExercisesDirOption,
+    Session,
+    WorkspaceOption,
+)
+from trainer.errors import TrainerError
+from trainer.spec import Exercise
+
+app = typer.Typer(add_completion=False)
+
+
+@app.command(rich_help_panel=LEARN_PANEL)
+def quiz(
+    ctx: typer.Context,
+    exercise_id: ExerciseArgument = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            min=0, help="Seed for the order of the choices (default: a new order each time)."
+        ),
+    ] = None,
+    workspace: WorkspaceOption = None,
+    exercises_dir: ExercisesDirOption = None,
+) -> None:
+    """Answer the exercise's multiple-choice questions, choices shuffled; the best score is kept.
+
+    Example: trainer quiz sigmoid
+    """
+    session = Session(ctx, workspace, exercises_dir)
+    run_quiz(session, session.exercise(exercise_id), seed)
+
+
+def run_quiz(session: Session, exercise: Exercise, seed: int | None = None) -> None:
+    """Ask every question, then keep the score (nothing is saved when input runs out)."""
+    from trainer.quiz import parse_choice, record_score, shuffled
+
+    questions = shuffled(exercise.quiz, seed)
+    score = 0
+    total = len(questions)
+    for number, question in enumerate(questions, start=1):
+        console.quiz_question(number, total, question)
+        while True:
+            answer = console.ask(f"Your answer (1-{len(question.choices)}): ")
+            if answer is None:
+                raise TrainerError(
+                    "the quiz stopped: no more input. Nothing was saved; "
+                    f"run `trainer quiz {exercise.id}` again."
+                )
+            choice = parse_choice(answer, question)
+            if choice is not None:
+                break
+            console.out.print(f"Please type a number from 1 to {len(question.choices)}.")
+        correct = choice == question.answer
+        score += correct
+        console.quiz_feedback(question, correct)
+    best = record_score(exercise, session.writable_store(), score)
+    session.show_notices()
+    console.quiz_score(exercise, score, total, best)
