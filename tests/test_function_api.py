@@ -1,0 +1,251 @@
+"""The Function API exercises: for each, a right file in an odd style that passes, torch's own
+examples where they fit, and wrong files that fail at the stage, and for the reason, stated.
+
+All checks share one warm checking server, as tests/test_truth.py does.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import CATALOG
+from trainer.checking.report import CheckReport, Verdict
+from trainer.checking.runner import CheckingService, run_check
+
+
+@pytest.fixture(scope="module")
+def service() -> Iterator[CheckingService]:
+    with CheckingService() as running:
+        yield running
+
+
+def check(
+    service: CheckingService, tmp_path: Path, exercise: str, source: str, **options: object
+) -> CheckReport:
+    path = tmp_path / f"{exercise}.py"
+    path.write_text(textwrap.dedent(source), encoding="utf-8")
+    return run_check(CATALOG.get(exercise), path, service=service, **options)  # type: ignore[arg-type]
+
+
+def first_failure(report: CheckReport) -> tuple[str, str, str]:
+    failed = report.first_failure
+    assert failed is not None, [(s.id, s.verdict, s.message) for s in report.stages]
+    mistake = (failed.diagnosis or {}).get("mistake", "")
+    return failed.id, failed.message, str(mistake)
+
+
+def passes(report: CheckReport) -> None:
+    assert report.passed, [(s.id, s.message) for s in report.stages if s.verdict is Verdict.FAIL]
+
+
+def stage_verdict(report: CheckReport, stage: str) -> Verdict:
+    return next(s.verdict for s in report.stages if s.id == stage)
+
+
+def torch_example(*names: str) -> str:
+    """Functions and classes from torch's own collection of autograd.Function test cases
+    (torch/testing/_internal/autograd_function_db.py), read as text: importing it needs
+    torch's test dependencies."""
+    path = Path(torch.__file__).parent / "testing" / "_internal" / "autograd_function_db.py"
+    text = path.read_text(encoding="utf-8")
+    found = {
+        node.name: ast.get_source_segment(text, node) or ""
+        for node in ast.parse(text).body
+        if isinstance(node, ast.FunctionDef | ast.ClassDef)
+    }
+    return "\n\n\n".join(found[name] for name in names)
+
+
+# 1. mark_dirty: in-place exp ----------------------------------------------------------------
+
+
+def test_torchs_own_in_place_exp_from_its_autograd_function_db_passes(service, tmp_path):
+    source = "import numpy as np\nimport torch\n\n\n" + torch_example(
+        "to_numpy", "NumpyMul", "NumpyExp_"
+    ).replace("NumpyExp_", "ExpInPlace")
+    report = check(service, tmp_path, "exp_inplace", source)
+    passes(report)
+    assert stage_verdict(report, "mark_dirty") is Verdict.PASS
+
+
+def test_an_in_place_exp_written_with_out_and_marked_before_the_write_passes(service, tmp_path):
+    source = """\
+    import torch
+
+
+    class ExpInPlace(torch.autograd.Function):
+        @staticmethod
+        def forward(x):
+            return torch.exp(x, out=x)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            (x,) = inputs
+            ctx.mark_dirty(x)
+            ctx.save_for_backward(output)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * ctx.saved_tensors[0]
+    """
+    passes(check(service, tmp_path, "exp_inplace", source))
+
+
+def test_an_in_place_write_without_mark_dirty_fails_naming_the_call_to_add(service, tmp_path):
+    source = """\
+    import torch
+
+
+    class ExpInPlace(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            torch.exp(x, out=x)
+            ctx.y = x
+            return x
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * ctx.y
+    """
+    stage, message, mistake = first_failure(check(service, tmp_path, "exp_inplace", source))
+    assert (stage, mistake) == ("mark_dirty", "not_marked_dirty")
+    assert "forward returned a new tensor, not its modified input" in message
+    assert "ctx.mark_dirty(x)" in message
+
+
+def test_an_exp_that_writes_into_a_fresh_buffer_is_not_in_place(service, tmp_path):
+    source = """\
+    import torch
+
+
+    class ExpInPlace(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = torch.empty_like(x)
+            torch.exp(x, out=y)
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * ctx.saved_tensors[0]
+    """
+    stage, message, mistake = first_failure(check(service, tmp_path, "exp_inplace", source))
+    assert (stage, mistake) == ("mark_dirty", "not_in_place")
+    assert "leaves `x` unchanged" in message
+
+
+def test_without_mark_dirty_torch_itself_refuses_an_input_returned_as_is_with_setup_context(
+    service, tmp_path
+):
+    source = """\
+    import torch
+
+
+    class ExpInPlace(torch.autograd.Function):
+        @staticmethod
+        def forward(x):
+            return x.exp_()
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(output)
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * ctx.saved_tensors[0]
+    """
+    stage, message, _ = first_failure(check(service, tmp_path, "exp_inplace", source))
+    assert stage == "forward"
+    assert "returned as-is as output is being saved for backward" in message
+
+
+# 2. mark_non_differentiable: top-k ------------------------------------------------------------
+
+
+def test_topk_with_setup_context_and_a_scatter_add_passes(service, tmp_path):
+    source = """\
+    import torch
+
+
+    class TopK(torch.autograd.Function):
+        @staticmethod
+        def forward(x, k):
+            return torch.topk(x, k)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            x, _ = inputs
+            _, idx = output
+            ctx.mark_non_differentiable(idx)
+            ctx.save_for_backward(idx)
+            ctx.n = x.shape[-1]
+
+        @staticmethod
+        def backward(ctx, g_values, g_indices):
+            (idx,) = ctx.saved_tensors
+            out = g_values.new_zeros(*g_values.shape[:-1], ctx.n)
+            return out.scatter_add_(-1, idx, g_values), None
+    """
+    report = check(service, tmp_path, "topk", source)
+    passes(report)
+    assert stage_verdict(report, "non_differentiable") is Verdict.PASS
+
+
+def test_a_backward_that_matches_values_sends_a_tied_gradient_to_every_equal_element(
+    service, tmp_path
+):
+    source = """\
+    import torch
+
+
+    class TopK(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, k):
+            values, indices = x.topk(k)
+            ctx.mark_non_differentiable(indices)
+            ctx.save_for_backward(x, values)
+            return values, indices
+
+        @staticmethod
+        def backward(ctx, grad_out1, grad_out2):
+            x, values = ctx.saved_tensors
+            # Where does each value sit? Where x equals it: every equal element at a tie.
+            hits = (x.unsqueeze(-2) == values.unsqueeze(-1)).to(x.dtype)
+            return (grad_out1.unsqueeze(-1) * hits).sum(-2), None
+    """
+    stage, message, mistake = first_failure(check(service, tmp_path, "topk", source))
+    assert (stage, mistake) == ("non_differentiable", "tie_gradient")
+    assert "with tied values in `x`" in message
+    assert "the elements your indices name" in message
+
+
+def test_forgetting_the_mark_in_setup_context_names_the_output_and_the_call(service, tmp_path):
+    source = """\
+    import torch
+
+
+    class TopK(torch.autograd.Function):
+        @staticmethod
+        def forward(x, k):
+            return torch.topk(x, k)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(output[1])
+            ctx.shape = inputs[0].shape
+
+        @staticmethod
+        def backward(ctx, g, _):
+            (idx,) = ctx.saved_tensors
+            return g.new_zeros(ctx.shape).scatter(-1, idx, g), None
+    """
+    stage, message, mistake = first_failure(check(service, tmp_path, "topk", source))
+    assert (stage, mistake) == ("non_differentiable", "not_marked_non_differentiable")
+    assert "output 2" in message and "ctx.mark_non_differentiable" in message
