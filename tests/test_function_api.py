@@ -249,3 +249,96 @@ def test_forgetting_the_mark_in_setup_context_names_the_output_and_the_call(serv
     stage, message, mistake = first_failure(check(service, tmp_path, "topk", source))
     assert (stage, mistake) == ("non_differentiable", "not_marked_non_differentiable")
     assert "output 2" in message and "ctx.mark_non_differentiable" in message
+
+
+# 3. jvp: forward mode -----------------------------------------------------------------------
+
+
+def test_a_jvp_in_the_combined_forward_passes_with_dual_tensors_and_a_note_about_torch_func(
+    service, tmp_path
+):
+    # The shape of the save_for_forward example in torch's docs: forward(ctx, ...), the
+    # saved tensors for both modes, and the backward under its other name, vjp.
+    source = """\
+    import torch
+
+
+    class ScaledDot(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y, scale):
+            ctx.save_for_backward(x, y)
+            ctx.save_for_forward(x, y)
+            ctx.scale = scale
+            return scale * torch.einsum("...k,...k->...", x, y)
+
+        @staticmethod
+        def jvp(ctx, x_t, y_t, _):
+            x, y = ctx.saved_tensors
+            return ctx.scale * (torch.einsum("...k,...k->...", x_t, y) + torch.einsum("...k,...k->...", x, y_t))
+
+        @staticmethod
+        def vjp(ctx, grad_out):
+            x, y = ctx.saved_tensors
+            g = (ctx.scale * grad_out)[..., None]
+            return g * y, g * x, None
+    """
+    report = check(service, tmp_path, "dot_jvp", source)
+    passes(report)
+    jvp = next(s for s in report.stages if s.id == "jvp")
+    assert "dual tensors)" in jvp.message
+
+
+def test_a_jvp_that_drops_the_y_term_fails_naming_the_tangent_on_y(service, tmp_path):
+    source = """\
+    import torch
+
+
+    class ScaledDot(torch.autograd.Function):
+        @staticmethod
+        def forward(x, y, scale):
+            return scale * (x * y).sum(-1)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            x, y, scale = inputs
+            ctx.save_for_backward(x, y)
+            ctx.save_for_forward(y)
+            ctx.scale = scale
+
+        @staticmethod
+        def backward(ctx, g):
+            x, y = ctx.saved_tensors
+            g = ctx.scale * g.unsqueeze(-1)
+            return g * y, g * x, None
+
+        @staticmethod
+        def jvp(ctx, x_t, y_t, _):
+            (y,) = ctx.saved_tensors
+            return ctx.scale * (x_t * y).sum(-1)
+    """
+    stage, message, mistake = first_failure(check(service, tmp_path, "dot_jvp", source))
+    assert (stage, mistake) == ("jvp", "wrong_jvp")
+    assert "jvp gives a wrong tangent for a tangent on `y` only" in message
+
+
+def test_a_function_without_jvp_fails_once_with_the_signature_to_write(service, tmp_path):
+    source = """\
+    import torch
+
+
+    class ScaledDot(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, y, scale):
+            ctx.save_for_backward(x, y)
+            ctx.scale = scale
+            return scale * (x * y).sum(-1)
+
+        @staticmethod
+        def backward(ctx, g):
+            x, y = ctx.saved_tensors
+            g = ctx.scale * g.unsqueeze(-1)
+            return g * y, g * x, None
+    """
+    stage, message, mistake = first_failure(check(service, tmp_path, "dot_jvp", source))
+    assert (stage, mistake) == ("jvp", "no_jvp")
+    assert "`jvp(ctx, *tangents)`" in message and "(for" not in message

@@ -13,10 +13,13 @@ input.
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 import torch
 
 from trainer.checking import values
-from trainer.checking.trusted.compare import compare_tensor
+from trainer.checking.trusted.compare import compare_tensor, shape_text
 from trainer.checking.trusted.function_api import ask, decoded_list, fault_failure, mistake
 from trainer.checking.trusted.plan import Run, evaluate_reference
 from trainer.checking.trusted.proxy import LearnerFault
@@ -25,7 +28,8 @@ from trainer.spec import Exercise
 
 
 def _tangent_sets(run: Run, generator: torch.Generator) -> list[tuple[str, list[object]]]:
-    """(words, a tangent or None per argument): every input at once, then each alone."""
+    """(words, a tangent or None per argument): each input alone first, so that a wrong
+    term is named by its input, then every input at once."""
     names = run.grad_names()
     positions = [i for i, p in enumerate(run.params) if p.name in names]
 
@@ -35,18 +39,15 @@ def _tangent_sets(run: Run, generator: torch.Generator) -> list[tuple[str, list[
         return torch.randn(value.shape, dtype=torch.float64, generator=generator).to(value.dtype)
 
     every: list[object] = [tangent(i) if i in positions else None for i in range(len(run.args))]
-    sets: list[tuple[str, list[object]]] = [
-        ("with tangents on " + ", ".join(f"`{n}`" for n in names), every)
-    ]
+    sets: list[tuple[str, list[object]]] = []
     if len(positions) > 1:
         for position in positions:
-            alone: list[object] = [
-                every[i] if i == position else None for i in range(len(run.args))
-            ]
+            alone = [every[i] if i == position else None for i in range(len(run.args))]
             others = ", ".join(f"`{n}`" for n in names if n != run.params[position].name)
             sets.append(
-                (f"with a tangent on `{run.params[position].name}` only ({others}: none)", alone)
+                (f"for a tangent on `{run.params[position].name}` only ({others}: none)", alone)
             )
+    sets.append(("for tangents on " + ", ".join(f"`{n}`" for n in names), every))
     return sets
 
 
@@ -68,8 +69,46 @@ def _reference_jvp(
         t if isinstance(t := tangents[i], torch.Tensor) else torch.zeros_like(p)
         for i, p in zip(positions, primals, strict=True)
     )
-    found = torch.func.jvp(call, primals, directions)[1]
-    return tuple(found)
+    outputs, found = torch.func.jvp(call, primals, directions)
+    # torch.func.jvp may compute a tangent in float64 where a Python float multiplies a
+    # float32 tensor; forward mode proper keeps the output's dtype.
+    return tuple(t.to(o.dtype) for t, o in zip(found, outputs, strict=True))
+
+
+_COUNT = re.compile(r"invalid number of forward gradients \(expected (\d+) but got (\d+)\)")
+_SIZE = re.compile(
+    r"Tensor is of size \[([\d, ]*)\] while the given forward gradient is of size \[([\d, ]*)\]"
+)
+
+
+def _error_failure(run: Run, error: dict[str, Any], saves_for_forward: bool) -> Failure:
+    """Words for an error of the learner's jvp, or of torch rejecting what it returned."""
+    message = str(error.get("message"))
+    details = [str(d) for d in error.get("details", [])]
+    if match := _COUNT.search(message):
+        text = (
+            f"jvp returned {match.group(2)} values but forward has {match.group(1)} "
+            "output(s): return one tangent per output (it is backward that returns one value "
+            "per input)"
+        )
+        return Failure(run, text, details, mistake("wrong_jvp", text))
+    if match := _SIZE.search(message):
+        wanted, returned = (
+            shape_text(tuple(int(d) for d in group.split(",") if d.strip()))
+            for group in match.groups()
+        )
+        text = (
+            f"jvp returned a tangent of shape {returned} for an output of shape {wanted}: "
+            "the tangent of an output has that output's shape"
+        )
+        return Failure(run, text, details, mistake("wrong_jvp", text))
+    if not saves_for_forward:
+        text = (
+            f"{message}: forward saved nothing for jvp. In jvp, ctx.saved_tensors holds what "
+            "forward saved with ctx.save_for_forward (ctx.save_for_backward is for backward only)"
+        )
+        return Failure(run, text, details, mistake("not_saved_for_forward", text))
+    return Failure(run, message, details)
 
 
 def _jvp_failure(checked: Checked, run: Run, notes: set[str]) -> Failure | None:
@@ -105,16 +144,7 @@ def _jvp_failure(checked: Checked, run: Run, notes: set[str]) -> Failure | None:
         for (words, tangents), answer in zip(sets, answers, strict=True):
             error = answer.get("error") if isinstance(answer, dict) else None
             if isinstance(error, dict):
-                message = str(error.get("message"))
-                details = [str(d) for d in error.get("details", [])]
-                if not reply.get("saves_for_forward"):
-                    text = (
-                        f"{message} ({route_words}): forward saved nothing for jvp. In jvp, "
-                        "ctx.saved_tensors holds what forward saved with ctx.save_for_forward "
-                        "(ctx.save_for_backward is for backward only)"
-                    )
-                    return Failure(run, text, details, mistake("not_saved_for_forward", text))
-                return Failure(run, f"{message} ({route_words})", details)
+                return _error_failure(run, error, bool(reply.get("saves_for_forward")))
             got = decoded_list(answer, "tangents", reply_blobs)
             expected = _reference_jvp(exercise, run, tangents)
             if len(got) != len(expected):
@@ -125,6 +155,8 @@ def _jvp_failure(checked: Checked, run: Run, notes: set[str]) -> Failure | None:
                 )
                 return Failure(run, text, diagnosis=mistake("wrong_jvp", text))
             for index, (want, have) in enumerate(zip(expected, got, strict=True)):
+                if route == "func" and isinstance(have, torch.Tensor) and have.is_floating_point():
+                    have = have.to(want.dtype)  # the same float64 drift as the reference's
                 mismatch = compare_tensor(
                     f"the tangent of {output_name(exercise, index)}", want, have, run.tolerance
                 )
