@@ -69,7 +69,8 @@ def _reference_jvp(
         t if isinstance(t := tangents[i], torch.Tensor) else torch.zeros_like(p)
         for i, p in zip(positions, primals, strict=True)
     )
-    outputs, found = torch.func.jvp(call, primals, directions)
+    result = torch.func.jvp(call, primals, directions)
+    outputs, found = result[0], result[1]
     # torch.func.jvp may compute a tangent in float64 where a Python float multiplies a
     # float32 tensor; forward mode proper keeps the output's dtype.
     return tuple(t.to(o.dtype) for t, o in zip(found, outputs, strict=True))
