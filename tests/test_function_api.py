@@ -342,3 +342,77 @@ def test_a_function_without_jvp_fails_once_with_the_signature_to_write(service, 
     stage, message, mistake = first_failure(check(service, tmp_path, "dot_jvp", source))
     assert (stage, mistake) == ("jvp", "no_jvp")
     assert "`jvp(ctx, *tangents)`" in message and "(for" not in message
+
+
+# 4. A backward that is itself differentiable: log-sum-exp -----------------------------------
+
+
+def test_a_backward_that_recomputes_the_softmax_from_x_alone_passes_both_second_order_stages(
+    service, tmp_path
+):
+    source = """\
+    import torch
+
+
+    class LogSumExp(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return torch.logsumexp(x, dim=-1)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g[..., None] * torch.softmax(x, dim=-1)
+    """
+    report = check(service, tmp_path, "logsumexp", source)
+    passes(report)
+    assert stage_verdict(report, "second_order") is Verdict.PASS
+    assert stage_verdict(report, "double_backward") is Verdict.PASS
+
+
+def test_a_backward_through_numpy_cannot_be_differentiated_again(service, tmp_path):
+    source = """\
+    import numpy as np
+    import torch
+
+
+    class LogSumExp(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = torch.logsumexp(x, dim=-1)
+            ctx.save_for_backward(x, y)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            x, y = ctx.saved_tensors
+            p = np.exp(x.detach().numpy() - y.detach().numpy()[..., None])
+            return g[..., None] * torch.from_numpy(p)
+    """
+    stage, message, mistake = first_failure(check(service, tmp_path, "logsumexp", source))
+    assert (stage, mistake) == ("second_order", "second_order_wrong")
+    assert "the second derivative with respect to `x` is wrong" in message
+
+
+def test_the_second_derivatives_stage_also_runs_on_request_for_any_exercise(service, tmp_path):
+    source = """\
+    import torch
+
+
+    class MySigmoid(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = torch.sigmoid(x)
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, g):
+            (y,) = ctx.saved_tensors
+            return g.detach() * y * (1 - y)
+    """
+    report = check(service, tmp_path, "sigmoid", source, double_backward=True)
+    stage, message, mistake = first_failure(report)
+    assert (stage, mistake) == ("second_order", "grad_output_detached")
+    assert "with respect to grad_output" in message

@@ -423,7 +423,11 @@ def handle_second_order(
         return {"second": values.encode([None] * len(targets), reply_blobs), "detached": True}
     try:
         total = torch.stack([(g * v).sum() for g, v in pairs]).sum()
-        second = torch.autograd.grad(total, targets, allow_unused=True)
+        second = torch.autograd.grad(total, targets, allow_unused=True, retain_graph=True)
+        if all(s is None for s in second):
+            # Nothing reaches the inputs: a node that refuses to be differentiated
+            # (@once_differentiable) raises only when the whole graph runs.
+            torch.autograd.backward(total)
     except BaseException as error:  # the learner's code may raise anything
         return _error(server, error, "double backward")
     return {"second": values.encode(list(second), reply_blobs), "detached": False}
