@@ -416,3 +416,65 @@ def test_the_second_derivatives_stage_also_runs_on_request_for_any_exercise(serv
     stage, message, mistake = first_failure(report)
     assert (stage, mistake) == ("second_order", "grad_output_detached")
     assert "with respect to grad_output" in message
+
+
+# 5. vmap: L2 normalisation --------------------------------------------------------------------
+
+
+def test_a_handwritten_vmap_rule_that_moves_the_batch_dim_first_passes(service, tmp_path):
+    source = """\
+    import torch
+
+
+    class Normalize(torch.autograd.Function):
+        @staticmethod
+        def forward(x):
+            return torch.nn.functional.normalize(x, dim=-1, eps=0.0)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(output, inputs[0].norm(dim=-1, keepdim=True))
+
+        @staticmethod
+        def backward(ctx, g):
+            y, n = ctx.saved_tensors
+            return (g - y * torch.einsum("...d,...d->...", y, g)[..., None]) / n
+
+        @staticmethod
+        def vmap(info, in_dims, x):
+            return Normalize.apply(x.movedim(in_dims[0], 0)), 0
+    """
+    report = check(service, tmp_path, "normalize_vmap", source)
+    passes(report)
+    assert stage_verdict(report, "vmap") is Verdict.PASS
+
+
+def test_a_branch_on_tensor_values_in_backward_fails_under_vmap_naming_the_line(service, tmp_path):
+    source = """\
+    import torch
+
+
+    class Normalize(torch.autograd.Function):
+        generate_vmap_rule = True
+
+        @staticmethod
+        def forward(x):
+            return x / x.norm(dim=-1, keepdim=True)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(inputs[0], output)
+
+        @staticmethod
+        def backward(ctx, g):
+            x, y = ctx.saved_tensors
+            n = x.norm(dim=-1, keepdim=True)
+            if (n < 1e-12).any():
+                n = n.clamp_min(1e-12)
+            return (g - y * (y * g).sum(-1, keepdim=True)) / n
+    """
+    report = check(service, tmp_path, "normalize_vmap", source)
+    stage, message, mistake = first_failure(report)
+    assert (stage, mistake) == ("vmap", "not_batchable")
+    assert "data-dependent control flow" in message
+    assert any("if (n < 1e-12).any():" in d for d in report.first_failure.details)

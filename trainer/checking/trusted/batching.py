@@ -115,7 +115,7 @@ def _compare_outputs(
         return Failure(run, f"{words}, forward returns {len(got)} outputs, expected {len(want)}")
     for index, (expected, found) in enumerate(zip(want, got, strict=True)):
         mismatch = compare_tensor(
-            f"the batched {output_name(checked.exercise, index)}", expected, found, run.tolerance
+            f"{output_name(checked.exercise, index)} of the batch", expected, found, run.tolerance
         )
         if mismatch:
             text = f"{words}, {mismatch.summary}"
