@@ -477,4 +477,6 @@ def test_a_branch_on_tensor_values_in_backward_fails_under_vmap_naming_the_line(
     stage, message, mistake = first_failure(report)
     assert (stage, mistake) == ("vmap", "not_batchable")
     assert "data-dependent control flow" in message
-    assert any("if (n < 1e-12).any():" in d for d in report.first_failure.details)
+    failed = report.first_failure
+    assert failed is not None
+    assert any("if (n < 1e-12).any():" in d for d in failed.details)
