@@ -95,10 +95,12 @@ def _as_list(result: object) -> list[Any]:
 
 
 def _loss(outputs: Sequence[Any], upstream: Sequence[Any]) -> torch.Tensor:
+    """What a training loop backpropagates from: each float output weighted by its upstream."""
     floats, weights = differentiable(outputs, upstream)
-    return torch.stack(
-        [(o * u).sum() for o, u in zip(floats, weights, strict=True) if u is not None]
-    ).sum()
+    terms = [(o * u).sum() for o, u in zip(floats, weights, strict=True) if u is not None]
+    if not terms:
+        raise ValueError("no output of forward takes a gradient")
+    return torch.stack(terms).sum()
 
 
 def _error(server: _Server, error: BaseException, during: str) -> Reply:
