@@ -34,7 +34,9 @@ class MyBatchNorm(torch.autograd.Function):
             # The weight as (1, C, 1, 1): a bare (C,) would line up with the last dimension.
             h = grad_output * weight.reshape(r.shape)
             grad_x = r * (
-                h - h.mean(dim=dims, keepdim=True) - xhat * (h * xhat).mean(dim=dims, keepdim=True)
+                h
+                - h.mean(dim=dims, keepdim=True)
+                - xhat * (h * xhat).mean(dim=dims, keepdim=True)
             )
         if ctx.needs_input_grad[1]:
             grad_weight = (grad_output * xhat).sum(dim=dims)

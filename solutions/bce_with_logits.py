@@ -15,7 +15,9 @@ class MyBCEWithLogits(torch.autograd.Function):
         # The stable form: max(z, 0) - z t + log(1 + exp(-|z|)) is the same
         # function, but never takes the log of a sigmoid rounded to 0 or 1.
         ctx.save_for_backward(logits, target)
-        per_element = logits.clamp(min=0) - logits * target + torch.log1p(torch.exp(-logits.abs()))
+        per_element = (
+            logits.clamp(min=0) - logits * target + torch.log1p(torch.exp(-logits.abs()))
+        )
         return per_element.mean()
 
     @staticmethod

@@ -37,7 +37,9 @@ class MyLayerNorm(torch.autograd.Function):
             # xhat depends on the whole row through mu and rstd: subtract the
             # parts of gh that move the mean and the spread of the row.
             grad_x = rstd * (
-                gh - gh.mean(dim=-1, keepdim=True) - xhat * (gh * xhat).mean(dim=-1, keepdim=True)
+                gh
+                - gh.mean(dim=-1, keepdim=True)
+                - xhat * (gh * xhat).mean(dim=-1, keepdim=True)
             )
         if ctx.needs_input_grad[1]:
             # y = xhat * weight: each row contributes grad_output * xhat.

@@ -20,9 +20,7 @@ class MyBatchNorm(torch.autograd.Function):
         grad_x = grad_weight = grad_bias = None
         if ctx.needs_input_grad[0]:
             h = grad_output * weight.reshape(r.shape)
-            grad_x = r * (
-                h - h.mean(dim=dims, keepdim=True) - xhat * (h * xhat).mean(dim=dims, keepdim=True)
-            )
+            grad_x = r * (h - h.mean(dim=dims, keepdim=True) - xhat * (h * xhat).mean(dim=dims, keepdim=True))
         # Wrong: tests bias's flag (2) before the weight gradient and weight's flag (1) before bias's.
         if ctx.needs_input_grad[2]:
             grad_weight = (grad_output * xhat).sum(dim=dims)

@@ -18,9 +18,7 @@ class MyBatchNorm(torch.autograd.Function):
         xhat, r, weight = ctx.saved_tensors
         dims = [0, *range(2, grad_output.dim())]
         h = grad_output * weight.reshape(r.shape)
-        grad_x = r * (
-            h - h.mean(dim=dims, keepdim=True) - xhat * (h * xhat).mean(dim=dims, keepdim=True)
-        )
+        grad_x = r * (h - h.mean(dim=dims, keepdim=True) - xhat * (h * xhat).mean(dim=dims, keepdim=True))
         # Wrong: weight and bias are used at every spatial position too, not only in every sample.
         grad_weight = (grad_output * xhat).sum(dim=0)
         grad_bias = grad_output.sum(dim=0)

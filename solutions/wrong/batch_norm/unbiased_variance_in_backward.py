@@ -23,9 +23,7 @@ class MyBatchNorm(torch.autograd.Function):
         r = torch.rsqrt(var + ctx.eps)
         xhat = (x - mu) * r
         h = grad_output * weight.reshape(r.shape)
-        grad_x = r * (
-            h - h.mean(dim=dims, keepdim=True) - xhat * (h * xhat).mean(dim=dims, keepdim=True)
-        )
+        grad_x = r * (h - h.mean(dim=dims, keepdim=True) - xhat * (h * xhat).mean(dim=dims, keepdim=True))
         grad_weight = (grad_output * xhat).sum(dim=dims)
         grad_bias = grad_output.sum(dim=dims)
         return grad_x, grad_weight, grad_bias, None

@@ -19,9 +19,7 @@ class MyBatchNorm(torch.autograd.Function):
         dims = [0, *range(2, grad_output.dim())]
         # Wrong: a bare (C,) weight broadcasts against the last dimension of an image, not the channels.
         h = grad_output * weight
-        grad_x = r * (
-            h - h.mean(dim=dims, keepdim=True) - xhat * (h * xhat).mean(dim=dims, keepdim=True)
-        )
+        grad_x = r * (h - h.mean(dim=dims, keepdim=True) - xhat * (h * xhat).mean(dim=dims, keepdim=True))
         grad_weight = (grad_output * xhat).sum(dim=dims)
         grad_bias = grad_output.sum(dim=dims)
         return grad_x, grad_weight, grad_bias, None

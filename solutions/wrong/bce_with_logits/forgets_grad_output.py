@@ -5,7 +5,9 @@ class MyBCEWithLogits(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits, target):
         ctx.save_for_backward(logits, target)
-        per_element = logits.clamp(min=0) - logits * target + torch.log1p(torch.exp(-logits.abs()))
+        per_element = (
+            logits.clamp(min=0) - logits * target + torch.log1p(torch.exp(-logits.abs()))
+        )
         return per_element.mean()
 
     @staticmethod

@@ -16,9 +16,7 @@ class MyLayerNorm(torch.autograd.Function):
         xhat, rstd, weight = ctx.saved_tensors
         batch_dims = tuple(range(grad_output.dim() - 1))
         gh = grad_output * weight
-        grad_x = rstd * (
-            gh - gh.mean(dim=-1, keepdim=True) - xhat * (gh * xhat).mean(dim=-1, keepdim=True)
-        )
+        grad_x = rstd * (gh - gh.mean(dim=-1, keepdim=True) - xhat * (gh * xhat).mean(dim=-1, keepdim=True))
         grad_weight = (grad_output * xhat).sum(dim=batch_dims)
         # Wrong: the bias is added, not multiplied by xhat: its gradient is grad_output summed, no xhat.
         grad_bias = (grad_output * xhat).sum(dim=batch_dims)

@@ -18,9 +18,7 @@ class MyLayerNorm(torch.autograd.Function):
         grad_x = grad_weight = grad_bias = None
         if ctx.needs_input_grad[0]:
             gh = grad_output * weight
-            grad_x = rstd * (
-                gh - gh.mean(dim=-1, keepdim=True) - xhat * (gh * xhat).mean(dim=-1, keepdim=True)
-            )
+            grad_x = rstd * (gh - gh.mean(dim=-1, keepdim=True) - xhat * (gh * xhat).mean(dim=-1, keepdim=True))
         # Wrong: tests the flag of bias (2) before the weight gradient and of weight (1) before the bias one.
         if ctx.needs_input_grad[2]:
             grad_weight = (grad_output * xhat).sum(dim=batch_dims)

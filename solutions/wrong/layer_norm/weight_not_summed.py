@@ -16,9 +16,7 @@ class MyLayerNorm(torch.autograd.Function):
         xhat, rstd, weight = ctx.saved_tensors
         batch_dims = tuple(range(grad_output.dim() - 1))
         gh = grad_output * weight
-        grad_x = rstd * (
-            gh - gh.mean(dim=-1, keepdim=True) - xhat * (gh * xhat).mean(dim=-1, keepdim=True)
-        )
+        grad_x = rstd * (gh - gh.mean(dim=-1, keepdim=True) - xhat * (gh * xhat).mean(dim=-1, keepdim=True))
         # Wrong: one weight gradient per row, (N, D), instead of the sum over the batch, (D,).
         grad_weight = grad_output * xhat
         grad_bias = grad_output.sum(dim=batch_dims)

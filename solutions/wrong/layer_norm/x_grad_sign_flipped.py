@@ -17,9 +17,7 @@ class MyLayerNorm(torch.autograd.Function):
         batch_dims = tuple(range(grad_output.dim() - 1))
         gh = grad_output * weight
         # Wrong: the means are added back instead of subtracted, which flips the sign.
-        grad_x = rstd * (
-            gh.mean(dim=-1, keepdim=True) + xhat * (gh * xhat).mean(dim=-1, keepdim=True) - gh
-        )
+        grad_x = rstd * (gh.mean(dim=-1, keepdim=True) + xhat * (gh * xhat).mean(dim=-1, keepdim=True) - gh)
         grad_weight = (grad_output * xhat).sum(dim=batch_dims)
         grad_bias = grad_output.sum(dim=batch_dims)
         return grad_x, grad_weight, grad_bias, None

@@ -11,8 +11,4 @@ class MyLinearFunction(torch.autograd.Function):
     def backward(ctx, grad_output):
         x, weight = ctx.saved_tensors
         # Wrong: placeholder zeros instead of the three gradients.
-        return (
-            torch.zeros_like(x),
-            torch.zeros_like(weight),
-            torch.zeros(weight.shape[0], dtype=x.dtype),
-        )
+        return torch.zeros_like(x), torch.zeros_like(weight), torch.zeros(weight.shape[0], dtype=x.dtype)

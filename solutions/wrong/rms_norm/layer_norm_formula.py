@@ -14,8 +14,6 @@ class MyRMSNorm(torch.autograd.Function):
         xhat, r, weight = ctx.saved_tensors
         h = grad_output * weight
         # Wrong: - mean(h) is the path through a row mean, which RMSNorm never subtracts.
-        grad_x = r * (
-            h - h.mean(dim=-1, keepdim=True) - xhat * (h * xhat).mean(dim=-1, keepdim=True)
-        )
+        grad_x = r * (h - h.mean(dim=-1, keepdim=True) - xhat * (h * xhat).mean(dim=-1, keepdim=True))
         grad_weight = (grad_output * xhat).sum_to_size(weight.shape)
         return grad_x, grad_weight, None
