@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeVar, cast
 import yaml
 
 from trainer.errors import SpecError, SpecFieldError
-from trainer.vocabulary import MISTAKE_IDS, STAGE_IDS
+from trainer.vocabulary import FUNCTION_API, MISTAKE_IDS, STAGE_IDS
 
 FORMAT_VERSION = 1
 DIFFICULTIES = ("easy", "medium", "hard")
@@ -177,6 +177,8 @@ class Exercise:
     gradcheck: bool = True  # false where finite differences do not apply
     # Mistakes of this exercise the diagnosis recognises by their wrong gradient.
     mistakes: Mapping[str, DeclaredMistake] = field(default_factory=dict)
+    # Parts of the Function API the exercise teaches; each adds its stage.
+    function_api: tuple[str, ...] = ()
     source: Path = field(default=Path("<memory>"), compare=False)
     # The mapping this was validated from: what travels with a check's job, so
     # the checker uses exactly the spec the CLI validated.
@@ -473,6 +475,14 @@ def _expected_gradient(node: _Node, params: Sequence[Param]) -> dict[str, str]:
     return {name: _python_expression(node.child(name)) for name in wanting if node.has(name)}
 
 
+def _function_api(node: _Node) -> tuple[str, ...]:
+    features = tuple(item.choice(FUNCTION_API) for item in node.items(min_items=1))
+    for index, feature in enumerate(features):
+        if feature in features[:index]:
+            raise node.child(index).fail(f"{feature!r} is listed twice")
+    return features
+
+
 def _numbers(node: _Node, depth: int = 0) -> Any:
     """A number or a nested list of numbers (a tensor's values)."""
     if isinstance(node.value, list):
@@ -521,6 +531,7 @@ _FIELDS_REQUIRED = (
 _FIELDS_OPTIONAL = (
     "double_backward",
     "expected_gradient",
+    "function_api",
     "gradcheck",
     "mistakes",
     "notes",
@@ -600,6 +611,7 @@ def exercise_from_mapping(data: object, file: str, source: Path | None = None) -
             "expected_gradient", lambda n: _expected_gradient(n, params), {}
         ),
         gradcheck=root.optional("gradcheck", _Node.boolean, True),
+        function_api=root.optional("function_api", _function_api, cast(tuple[str, ...], ())),
         source=source or Path(file),
         data=cast(dict[str, Any], data),
     )

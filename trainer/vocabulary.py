@@ -26,6 +26,7 @@ class _ExerciseFacts(Protocol):
     gradcheck: bool
     double_backward: bool
     outputs: int
+    function_api: Any
 
 
 def _always(exercise: _ExerciseFacts, double_backward: bool) -> bool:
@@ -44,6 +45,19 @@ def _wants_double_backward(exercise: _ExerciseFacts, double_backward: bool) -> b
     return exercise.double_backward or double_backward
 
 
+def _uses(feature: str) -> Callable[[_ExerciseFacts, bool], bool]:
+    """The exercise lists ``feature`` in its spec's ``function_api``."""
+
+    def applies(exercise: _ExerciseFacts, double_backward: bool) -> bool:
+        return feature in exercise.function_api
+
+    return applies
+
+
+# What a spec's ``function_api`` may list: the parts of the Function API it teaches.
+FUNCTION_API = ("mark_dirty", "non_differentiable", "jvp", "vmap")
+
+
 @dataclass(frozen=True)
 class Stage:
     id: str
@@ -55,18 +69,34 @@ class Stage:
 
 
 _STAGES = "trainer.checking.trusted"
+_API = f"{_STAGES}.function_api"
 
 STAGES: tuple[Stage, ...] = (
     Stage("load", "Load and structure", f"{_STAGES}.load:load_stage", required=True),
     Stage("forward", "Forward parity", f"{_STAGES}.forward:forward_stage", required=True),
     Stage("backward", "Backward parity", f"{_STAGES}.backward:backward_stage", required=True),
     Stage("contract", "Backward contract", f"{_STAGES}.contract:contract_stage", required=True),
+    Stage("mark_dirty", "In place (mark_dirty)", f"{_API}:mark_dirty_stage", _uses("mark_dirty")),
+    Stage(
+        "non_differentiable",
+        "Non-differentiable outputs",
+        f"{_API}:non_differentiable_stage",
+        _uses("non_differentiable"),
+    ),
+    Stage("jvp", "Forward mode (jvp)", f"{_STAGES}.forward_mode:jvp_stage", _uses("jvp")),
+    Stage("vmap", "vmap and per-sample gradients", f"{_STAGES}.batching:vmap_stage", _uses("vmap")),
     Stage("by_hand", "Derived by hand", f"{_STAGES}.by_hand:by_hand_stage"),
     Stage("state", "Calls as in training", f"{_STAGES}.state:state_stage"),
     Stage("kinks", "Kink points", f"{_STAGES}.kinks:kinks_stage", _has_kinks),
     Stage("stability", "Domain and stability", f"{_STAGES}.stability:stability_stage"),
     Stage(
         "gradcheck", "gradcheck (float64)", f"{_STAGES}.gradcheck:gradcheck_stage", _wants_gradcheck
+    ),
+    Stage(
+        "second_order",
+        "Second derivatives",
+        f"{_STAGES}.second_order:second_order_stage",
+        _wants_double_backward,
     ),
     Stage(
         "double_backward",
@@ -116,6 +146,21 @@ MISTAKES: dict[str, str] = {
     "state_outside_ctx": "backward depends on something outside ctx and its inputs",
     "missing_upstream": "backward fails when a loss uses only some outputs (an upstream gradient is None or zeros)",
     "derived_by_torch": "backward lets torch derive the gradient instead of deriving it by hand",
+    "not_in_place": "forward returns a new tensor instead of modifying its input in place",
+    "not_marked_dirty": "forward modifies an input in place without ctx.mark_dirty: autograd still takes it for the unmodified input",
+    "not_marked_non_differentiable": "an output that carries no gradient (indices) is not marked with ctx.mark_non_differentiable",
+    "marks_differentiable_output": "an output that must carry a gradient is marked non-differentiable",
+    "tie_gradient": "at tied values the gradient does not go to the elements forward's indices name",
+    "no_jvp": "the Function has no jvp, so forward-mode AD cannot go through it",
+    "not_saved_for_forward": "jvp reads ctx.saved_tensors, but forward saved nothing with ctx.save_for_forward",
+    "wrong_jvp": "jvp's tangent is wrong: it is not the Jacobian times the input tangents",
+    "no_setup_context": "forward takes ctx: torch.func transforms need forward without ctx and a setup_context",
+    "no_vmap_rule": "neither generate_vmap_rule = True nor a vmap staticmethod: torch.func.vmap cannot batch the Function",
+    "not_batchable": "forward or backward uses an op vmap cannot batch (.item(), in-place writes into a new tensor, data-dependent branches)",
+    "wrong_under_vmap": "under torch.func.vmap the result is wrong (in_dims or out_dims mishandled)",
+    "second_order_wrong": "the second derivative through backward is wrong: backward uses a value autograd sees as a constant",
+    "not_differentiable_backward": "backward cannot be differentiated (once_differentiable, in-place ops on tensors autograd saved)",
+    "grad_output_detached": "backward's result is not a differentiable function of grad_output",
     "unknown": "it matches none of the classic mistakes (missing grad_output, sign, constant factor, transpose, batch sum, zeros, mask)",
 }
 MISTAKE_IDS = tuple(MISTAKES)

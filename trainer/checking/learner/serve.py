@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from trainer.checking import transport, values
+from trainer.checking.learner import api_calls
 from trainer.checking.learner.derivation import DerivationWatch
 from trainer.checking.learner.derivation import explain as explain_derivation
 from trainer.checking.learner.guard import NamespaceGuard
@@ -75,6 +76,16 @@ class _Server:
             reply = self.train(request, blobs, reply_blobs)
         elif op == "by_hand":
             reply = self.by_hand(request, blobs)
+        elif op == "api_mark_dirty":
+            reply = api_calls.handle_mark_dirty(self, request, blobs, reply_blobs)
+        elif op == "api_non_differentiable":
+            reply = api_calls.handle_non_differentiable(self, request, blobs, reply_blobs)
+        elif op == "api_jvp":
+            reply = api_calls.handle_jvp(self, request, blobs, reply_blobs)
+        elif op == "api_vmap":
+            reply = api_calls.handle_vmap(self, request, blobs, reply_blobs)
+        elif op == "api_second_order":
+            reply = api_calls.handle_second_order(self, request, blobs, reply_blobs)
         elif op == "reset":
             self.handles.clear()
             reply = {}
@@ -102,7 +113,7 @@ class _Server:
         args = _arguments(request, blobs)
         flags = request.get("requires_grad", [])
         try:
-            result = function_class.apply(*args)  # type: ignore[no-untyped-call]
+            result = function_class.apply(*api_calls.activations(args))  # type: ignore[no-untyped-call]
         except BaseException as error:  # the learner's code may raise anything
             message, details = explain_learner_error(error, self.path, "forward")
             return {"error": {"message": message, "details": details}}
@@ -258,7 +269,7 @@ def _fresh(args: list[Any]) -> tuple[list[Any], list[torch.Tensor]]:
 
 
 def _outputs(function_class: type[torch.autograd.Function], args: list[Any]) -> list[Any]:
-    result = function_class.apply(*args)  # type: ignore[no-untyped-call]
+    result = function_class.apply(*api_calls.activations(args))  # type: ignore[no-untyped-call]
     return list(result) if isinstance(result, tuple | list) else [result]
 
 
@@ -336,8 +347,9 @@ def _double(
     vector: list[torch.Tensor],
 ) -> list[torch.Tensor | None]:
     """d<grads, vector>/d inputs, through the learner's backward (second order)."""
-    result = function_class.apply(*args)  # type: ignore[no-untyped-call]
+    result = function_class.apply(*api_calls.activations(args))  # type: ignore[no-untyped-call]
     outputs = result if isinstance(result, tuple | list) else (result,)
+    outputs, upstream = api_calls.differentiable(outputs, upstream)
     inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
     grads = torch.autograd.grad(outputs, inputs, upstream, create_graph=True, allow_unused=True)
     pairs = [

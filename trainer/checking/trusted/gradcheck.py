@@ -111,6 +111,8 @@ def _worst_pair(
     outputs = _outputs_of(function, tensors)
     worst, pair = -1.0, (0, 0)
     for out_index, output in enumerate(outputs):
+        if not output.is_floating_point():  # an integer output takes no gradient
+            continue
         u = torch.randn(output.shape, dtype=output.dtype, generator=generator)
         grads = torch.autograd.grad(output, tensors, u, retain_graph=True, allow_unused=True)
         for in_index, (tensor, grad) in enumerate(zip(tensors, grads, strict=True)):

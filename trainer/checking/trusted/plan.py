@@ -61,7 +61,11 @@ class Run:
 
     @property
     def ones(self) -> tuple[torch.Tensor, ...]:
-        return tuple(torch.ones_like(u) for u in self.upstream)
+        # An integer output (sort's indices) takes no gradient: autograd hands zeros.
+        return tuple(
+            torch.ones_like(u) if u.is_floating_point() else torch.zeros_like(u)
+            for u in self.upstream
+        )
 
     @property
     def label(self) -> str:
@@ -221,6 +225,15 @@ def _stated_gradients(
             raise ValueError(f"expected_gradient.{name} does not give a tensor")
         stated[name] = value.detach()
     return stated
+
+
+def differentiable(
+    outputs: Sequence[torch.Tensor], upstream: Sequence[torch.Tensor | None]
+) -> tuple[list[torch.Tensor], list[torch.Tensor | None]]:
+    """The outputs autograd differentiates, with their upstream gradients: an integer
+    output (sort's indices) takes no gradient (autograd hands backward zeros for it)."""
+    pairs = [(o, u) for o, u in zip(outputs, upstream, strict=True) if o.is_floating_point()]
+    return [o for o, _ in pairs], [u for _, u in pairs]
 
 
 def evaluate_reference(exercise: Exercise, args: Sequence[object]) -> tuple[torch.Tensor, ...]:
@@ -467,6 +480,9 @@ def _log_upstream(
     low, high = UPSTREAM_DECADES
     upstream = []
     for output in outputs:
+        if not output.is_floating_point():  # an integer output takes no gradient
+            upstream.append(torch.zeros(output.shape, dtype=torch.float64))
+            continue
         decades = torch.empty(output.shape, dtype=torch.float64).uniform_(
             low, high, generator=generator
         )
@@ -611,7 +627,7 @@ def _run(
     def gradients(upstream: tuple[torch.Tensor, ...]) -> dict[str, torch.Tensor]:
         stated = _stated_gradients(exercise, live, upstream)
         grads = torch.autograd.grad(
-            weighted_sum(outputs, upstream),
+            weighted_sum(outputs, upstream),  # float outputs only
             [w for w in wanting if isinstance(w, torch.Tensor)],
             allow_unused=True,
             retain_graph=True,
@@ -626,6 +642,8 @@ def _run(
     def random_upstream() -> tuple[torch.Tensor, ...]:
         return tuple(
             torch.randn(o.shape, dtype=torch.float64, generator=generator).to(o.dtype)
+            if o.is_floating_point()
+            else torch.zeros_like(o)  # an integer output takes no gradient
             for o in outputs
         )
 
@@ -646,8 +664,10 @@ def _run(
     for mistake, declared in exercise.mistakes.items():
         for name, wrong in _stated_gradients(exercise, live, upstream, declared.gradient).items():
             known_wrong.setdefault(name, {})[mistake] = (declared.words, wrong)
-    if len(outputs) > 1:  # a backward that ignores one of the upstream gradients
+    if len(differentiable(outputs, upstream)[0]) > 1:  # a backward that ignores an upstream
         for ignored in range(len(outputs)):
+            if not outputs[ignored].is_floating_point():
+                continue
             partial = tuple(
                 torch.zeros_like(u) if index == ignored else u for index, u in enumerate(upstream)
             )

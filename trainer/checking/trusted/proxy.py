@@ -278,6 +278,11 @@ def proxy_function(sandbox: Sandbox, exercise: Exercise) -> type[torch.autograd.
             raise LearnerFault(
                 "forward's output is not connected to the graph: return a new tensor, "
                 "not a detached one"
+                + (
+                    ", and mark only outputs with no gradient non-differentiable"
+                    if exercise.outputs > 1
+                    else ""
+                )
             )
         if reply.get("foreign_graph"):
             raise LearnerFault(

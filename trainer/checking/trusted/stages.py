@@ -21,7 +21,7 @@ import torch
 from trainer.checking.report import Verdict
 from trainer.checking.trusted.compare import compare_tensor, shape_text
 from trainer.checking.trusted.diagnosis import diagnose, named, view_lines
-from trainer.checking.trusted.plan import Plan, Run
+from trainer.checking.trusted.plan import Plan, Run, differentiable
 from trainer.checking.trusted.proxy import (
     LearnerFault,
     LearnerProcessEnded,
@@ -232,11 +232,12 @@ def learner_gradients(
                 f"{shape_text(got.shape)}, expected {shape_text(expected.shape)} (see Forward parity)",
             )
     wanting = [a for a, p in zip(args, run.params, strict=True) if p.name in names]
+    floats, weights = differentiable(outputs, upstream if upstream is not None else run.upstream)
     try:
         grads = torch.autograd.grad(
-            outputs,
+            floats,
             [w for w in wanting if isinstance(w, torch.Tensor)],
-            upstream if upstream is not None else run.upstream,
+            weights,
             allow_unused=True,
         )
     except Exception as error:  # a learner's fault, or autograd rejecting its result

@@ -22,7 +22,7 @@ import torch
 from trainer.checking import values
 from trainer.checking.trusted.compare import compare_tensor
 from trainer.checking.trusted.diagnosis import named
-from trainer.checking.trusted.plan import Run, evaluate_reference
+from trainer.checking.trusted.plan import Run, differentiable, evaluate_reference
 from trainer.checking.trusted.proxy import LearnerFault
 from trainer.checking.trusted.stages import FAIL, PASS, Checked, Failure, StageOutcome
 
@@ -218,15 +218,17 @@ def _accumulated(checked: Checked, run: Run) -> Failure | None:
 def _some_outputs(checked: Checked, run: Run) -> Failure | None:
     """Losses that use one output only: autograd hands zeros (or None) for the others."""
     count = checked.exercise.outputs
-    if count < 2:
+    # An integer output (sort's indices) takes no gradient: no loss uses it alone.
+    floats = [i for i, o in enumerate(run.expected_outputs) if o.is_floating_point()]
+    if len(floats) < 2:
         return None
     calls = []
-    for used in range(count):
+    for used in floats:
         upstream: list[torch.Tensor | None] = [None] * count
         upstream[used] = run.upstream[used]
         calls.append((run, upstream))
     grads = _train(checked, "some_outputs", calls)
-    for used, got in enumerate(grads):
+    for used, got in zip(floats, grads, strict=True):
         weights = tuple(
             u if index == used else torch.zeros_like(u) for index, u in enumerate(run.upstream)
         )
@@ -254,7 +256,8 @@ def _reference_grads(
     ]
     outputs = evaluate_reference(checked.exercise, live)
     leaves = [a for a, p in zip(live, run.params, strict=True) if p.name in names]
-    grads = torch.autograd.grad(outputs, leaves, upstream, allow_unused=True)  # type: ignore[arg-type]
+    floats, weights = differentiable(outputs, upstream)
+    grads = torch.autograd.grad(floats, leaves, weights, allow_unused=True)  # type: ignore[arg-type]
     return {
         name: (g if g is not None else torch.zeros_like(leaf)).detach()
         for name, g, leaf in zip(names, grads, leaves, strict=True)

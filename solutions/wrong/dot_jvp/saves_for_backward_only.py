@@ -1,0 +1,25 @@
+import torch
+
+
+class ScaledDot(torch.autograd.Function):
+    @staticmethod
+    def forward(x, y, scale):
+        return scale * (x * y).sum(dim=-1)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, y, scale = inputs
+        ctx.save_for_backward(x, y)
+        # Wrong: nothing saved for jvp (ctx.save_for_forward); backward-only saves.
+        ctx.scale = scale
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, y = ctx.saved_tensors
+        g = ctx.scale * grad_output.unsqueeze(-1)
+        return g * y, g * x, None
+
+    @staticmethod
+    def jvp(ctx, x_t, y_t, _):
+        x, y = ctx.saved_tensors
+        return ctx.scale * (x_t * y + x * y_t).sum(dim=-1)

@@ -1,0 +1,17 @@
+import torch
+
+
+class LogSumExp(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        m = x.amax(dim=-1, keepdim=True)
+        y = (x - m).exp().sum(dim=-1).log() + m.squeeze(-1)
+        ctx.save_for_backward(x, y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, y = ctx.saved_tensors
+        # Wrong: no_grad "to save memory" hides backward's ops from autograd.
+        with torch.no_grad():
+            return grad_output.unsqueeze(-1) * torch.exp(x - y.unsqueeze(-1))

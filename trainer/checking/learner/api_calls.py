@@ -1,0 +1,435 @@
+"""The learner's side of the Function API stages: uses of the Function beyond forward/backward.
+
+Runs in the learner's process, imported by :mod:`serve` before the learner's
+file (the process cannot import the trainer's modules once it looks plain).
+Each ``handle_*`` function answers one request op of a stage in
+``trusted/function_api.py``, ``forward_mode.py``, ``batching.py`` or
+``second_order.py``: it uses the learner's Function the way a program would
+(in place on an activation, through dual tensors and ``torch.func.jvp``,
+under ``torch.func.vmap`` and ``torch.func.grad``, differentiated twice) and
+answers with plain data. Nothing here knows an expected value; the checker
+compares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
+
+import torch
+import torch.func
+from torch.autograd import forward_ad
+from torch.autograd.function import FunctionCtx
+
+from trainer.checking import values
+from trainer.checking.learner.loading import explain_learner_error
+
+
+class _Server(Protocol):
+    """What a handler uses of the learner process's server (serve._Server)."""
+
+    function_class: type[torch.autograd.Function] | None
+    path: Any
+
+
+Reply = dict[str, Any]
+
+
+def activations(args: Sequence[Any]) -> list[Any]:
+    """forward's arguments as a network hands them over: a tensor that requires grad is
+    the output of an earlier op, not a leaf, so an in-place forward may modify it.
+
+    The copy keeps the strides it came with (a non-contiguous input stays so), and
+    gradients flow through it to the leaf unchanged."""
+    called: list[Any] = []
+    for value in args:
+        if not isinstance(value, torch.Tensor) or not value.requires_grad:
+            called.append(value)
+        elif any(s == 0 and n > 1 for s, n in zip(value.stride(), value.shape, strict=True)):
+            called.append(value.clone())  # stride 0 cannot be written into
+        else:
+            copy = torch.empty_strided(
+                value.size(), value.stride(), dtype=value.dtype, device=value.device
+            )
+            called.append(copy.copy_(value))
+    return called
+
+
+def differentiable(
+    outputs: Sequence[Any], upstream: Sequence[Any]
+) -> tuple[list[torch.Tensor], list[Any]]:
+    """The outputs autograd differentiates (floating point), with their upstream gradients."""
+    pairs = [
+        (o, u)
+        for o, u in zip(outputs, upstream, strict=False)
+        if isinstance(o, torch.Tensor) and o.is_floating_point()
+    ]
+    return [o for o, _ in pairs], [u for _, u in pairs]
+
+
+# -- shared ----------------------------------------------------------------------------------
+
+
+def _defines(klass: type, name: str) -> bool:
+    """``name`` is defined by the learner's class or its own bases, not by torch."""
+    for base in klass.__mro__:
+        if base.__module__.startswith("torch"):
+            return False
+        if name in vars(base):
+            return True
+    return False
+
+
+def _leaves(request: dict[str, Any], blobs: list[bytes], key: str = "args") -> list[Any]:
+    """Decoded arguments; tensors flagged in ``requires_grad`` become leaves that require it."""
+    args: list[Any] = list(values.decode(request[key], blobs))  # type: ignore[call-overload]
+    flags = request.get("requires_grad", [])
+    for index, value in enumerate(args):
+        if isinstance(value, torch.Tensor) and index < len(flags) and flags[index]:
+            args[index] = value.detach().requires_grad_(True)
+    return args
+
+
+def _as_list(result: object) -> list[Any]:
+    return list(result) if isinstance(result, tuple | list) else [result]
+
+
+def _loss(outputs: Sequence[Any], upstream: Sequence[Any]) -> torch.Tensor:
+    """What a training loop backpropagates from: each float output weighted by its upstream."""
+    floats, weights = differentiable(outputs, upstream)
+    terms = [(o * u).sum() for o, u in zip(floats, weights, strict=True) if u is not None]
+    if not terms:
+        raise ValueError("no output of forward takes a gradient")
+    return torch.stack(terms).sum()
+
+
+def _error(server: _Server, error: BaseException, during: str) -> Reply:
+    message, details = explain_learner_error(error, server.path, during)
+    return {"error": {"message": message, "details": details}}
+
+
+def _not_loaded() -> Reply:
+    return {"error": {"message": "the class was not loaded", "details": []}}
+
+
+def _recorded_forward(
+    function_class: type[torch.autograd.Function], args: Sequence[Any]
+) -> tuple[list[Any], FunctionCtx]:
+    """forward (and setup_context) called as ``apply`` calls them, on copies of the
+    arguments and a plain context object that keeps what they said:
+    ``non_differentiable``, ``dirty_tensors``, ``saved_for_forward``, ``to_save``."""
+    ctx = FunctionCtx()
+    ctx.needs_input_grad = tuple(  # type: ignore[attr-defined]
+        isinstance(a, torch.Tensor) and a.requires_grad for a in args
+    )
+    args = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
+    forward: Callable[..., Any] = function_class.forward
+    with torch.no_grad():
+        if _defines(function_class, "setup_context"):
+            result = forward(*args)
+            function_class.setup_context(ctx, tuple(args), result)
+        else:
+            result = forward(ctx, *args)
+    return _as_list(result), ctx
+
+
+def _marked(outputs: Sequence[Any], tensors: object) -> list[bool]:
+    """For each output: whether it is (by identity) among ``tensors``."""
+    listed = tensors if isinstance(tensors, tuple | list) else ()
+    return [any(o is t for t in listed) for o in outputs]
+
+
+# -- mark_dirty ---------------------------------------------------------------------------
+
+
+def handle_mark_dirty(
+    server: _Server, request: dict[str, Any], blobs: list[bytes], reply_blobs: list[bytes]
+) -> Reply:
+    """One call on activations (non-leaf copies), as an in-place op is called in a network.
+
+    Reports, per output, the input it *is* (by identity); per input, whether its
+    values changed and whether autograd now takes it for the Function's output;
+    and the gradient of a loss that uses the inputs *after* the call (code after an
+    in-place op uses the modified tensor, whatever forward returned).
+    """
+    function_class = server.function_class
+    if function_class is None:
+        return _not_loaded()
+    args = _leaves(request, blobs)
+    upstream = list(values.decode(request["upstream"], blobs))  # type: ignore[call-overload]
+    called = activations(args)
+    before = [a.detach().clone() if isinstance(a, torch.Tensor) else None for a in called]
+    try:
+        outputs = _as_list(function_class.apply(*called))  # type: ignore[no-untyped-call]
+    except BaseException as error:  # the learner's code may raise anything
+        return _error(server, error, "forward")
+    same = [next((i for i, a in enumerate(called) if o is a), None) for o in outputs]
+    modified = [
+        isinstance(a, torch.Tensor) and b is not None and not torch.equal(a.detach(), b)
+        for a, b in zip(called, before, strict=True)
+    ]
+    rebased = [
+        isinstance(a, torch.Tensor)
+        and a.grad_fn is not None
+        and getattr(type(a.grad_fn), "_forward_cls", None) is function_class
+        for a in called
+    ]
+    # The tensors the program holds after the call: each modified input in place of
+    # the output it should be (output k for the k-th modified input).
+    held = list(outputs)
+    for k, position in enumerate(i for i, m in enumerate(modified) if m):
+        if k < len(held):
+            held[k] = called[position]
+    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    try:
+        grads = torch.autograd.grad(_loss(held, upstream), leaves, allow_unused=True)
+    except BaseException as error:  # the learner's backward may raise anything
+        return _error(server, error, "backward")
+    return {
+        "same": same,
+        "modified": modified,
+        "rebased": rebased,
+        "grads": values.encode(list(grads), reply_blobs),
+    }
+
+
+# -- mark_non_differentiable --------------------------------------------------------------
+
+
+def handle_non_differentiable(
+    server: _Server, request: dict[str, Any], blobs: list[bytes], reply_blobs: list[bytes]
+) -> Reply:
+    """The outputs as autograd sees them after ``apply`` (requires grad or not), which
+    outputs forward marked non-differentiable, and the gradients of the differentiable
+    outputs weighted by ``upstream``."""
+    function_class = server.function_class
+    if function_class is None:
+        return _not_loaded()
+    args = _leaves(request, blobs)
+    upstream = list(values.decode(request["upstream"], blobs))  # type: ignore[call-overload]
+    try:
+        outputs = _as_list(function_class.apply(*activations(args)))  # type: ignore[no-untyped-call]
+    except BaseException as error:  # the learner's code may raise anything
+        return _error(server, error, "forward")
+    requires = [isinstance(o, torch.Tensor) and o.requires_grad for o in outputs]
+    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    grads: list[Any] = []
+    if any(requires):
+        used = [o if r else o.detach() for o, r in zip(outputs, requires, strict=True)]
+        try:
+            grads = list(torch.autograd.grad(_loss(used, upstream), leaves, allow_unused=True))
+        except BaseException as error:  # the learner's backward may raise anything
+            return _error(server, error, "backward")
+    try:
+        recorded, ctx = _recorded_forward(function_class, args)
+    except BaseException as error:  # the learner's code may raise anything
+        return _error(server, error, "forward")
+    return {
+        "outputs": values.encode(outputs, reply_blobs),
+        "requires_grad": requires,
+        "marked": _marked(recorded, getattr(ctx, "non_differentiable", ())),
+        "grads": values.encode(grads, reply_blobs),
+    }
+
+
+# -- jvp (forward-mode AD) ----------------------------------------------------------------
+
+
+def handle_jvp(
+    server: _Server, request: dict[str, Any], blobs: list[bytes], reply_blobs: list[bytes]
+) -> Reply:
+    """Output tangents for each set of input tangents, through dual tensors
+    (``torch.autograd.forward_ad``) and through ``torch.func.jvp``.
+
+    ``tangents`` holds one list per set: a tensor or None per forward argument.
+    Each route answers ``{"tangents": [...]}`` or ``{"error": ...}`` per set;
+    ``torch.func.jvp`` only runs when the class defines ``setup_context``.
+    """
+    function_class = server.function_class
+    if function_class is None:
+        return _not_loaded()
+    args: list[Any] = list(values.decode(request["args"], blobs))  # type: ignore[call-overload]
+    sets = [list(values.decode(s, blobs)) for s in request.get("tangents", [])]  # type: ignore[call-overload]
+    has_setup = _defines(function_class, "setup_context")
+    reply: Reply = {
+        "has_jvp": _defines(function_class, "jvp"),
+        "has_setup_context": has_setup,
+        "dual": [],
+        "func": [],
+    }
+    try:
+        _, ctx = _recorded_forward(function_class, args)
+        reply["saves_for_forward"] = getattr(ctx, "saved_for_forward", None) is not None
+    except BaseException:  # forward parity says what is wrong with forward
+        reply["saves_for_forward"] = False
+    for tangents in sets:
+        reply["dual"].append(_dual_tangents(server, function_class, args, tangents, reply_blobs))
+        if has_setup:
+            reply["func"].append(
+                _func_tangents(server, function_class, args, tangents, reply_blobs)
+            )
+    return reply
+
+
+def _dual_tangents(
+    server: _Server,
+    function_class: type[torch.autograd.Function],
+    args: list[Any],
+    tangents: list[Any],
+    reply_blobs: list[bytes],
+) -> Reply:
+    try:
+        with forward_ad.dual_level():
+            duals = [
+                forward_ad.make_dual(a, t)  # type: ignore[no-untyped-call]
+                if isinstance(t, torch.Tensor)
+                else a
+                for a, t in zip(args, tangents, strict=True)
+            ]
+            outputs = _as_list(function_class.apply(*duals))  # type: ignore[no-untyped-call]
+            found = [
+                forward_ad.unpack_dual(o).tangent  # type: ignore[no-untyped-call]
+                if isinstance(o, torch.Tensor)
+                else None
+                for o in outputs
+            ]
+            found = [t.clone() if isinstance(t, torch.Tensor) else None for t in found]
+    except BaseException as error:  # the learner's code may raise anything
+        return _error(server, error, "jvp (dual tensors)")
+    return {"tangents": values.encode(found, reply_blobs)}
+
+
+def _func_tangents(
+    server: _Server,
+    function_class: type[torch.autograd.Function],
+    args: list[Any],
+    tangents: list[Any],
+    reply_blobs: list[bytes],
+) -> Reply:
+    positions = [
+        i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.is_floating_point()
+    ]
+
+    def call(*tensors: torch.Tensor) -> Any:
+        merged = list(args)
+        for position, tensor in zip(positions, tensors, strict=True):
+            merged[position] = tensor
+        return function_class.apply(*merged)  # type: ignore[no-untyped-call]
+
+    primals = tuple(args[i] for i in positions)
+    directions = tuple(
+        tangents[i] if isinstance(tangents[i], torch.Tensor) else torch.zeros_like(args[i])
+        for i in positions
+    )
+    try:
+        found = torch.func.jvp(call, primals, directions)[1]
+    except BaseException as error:  # the learner's code may raise anything
+        return _error(server, error, "torch.func.jvp")
+    return {"tangents": values.encode(_as_list(found), reply_blobs)}
+
+
+# -- vmap ---------------------------------------------------------------------------------
+
+
+def handle_vmap(
+    server: _Server, request: dict[str, Any], blobs: list[bytes], reply_blobs: list[bytes]
+) -> Reply:
+    """The Function over a batch with ``torch.func.vmap``.
+
+    ``mode`` is ``forward`` (the batched outputs), ``engine`` (the batched outputs
+    and the gradients of a loss weighted by ``upstream``, through autograd's engine:
+    the learner's backward runs under vmap) or ``grad`` (per-sample gradients with
+    ``torch.func.vmap(torch.func.grad(...))``, batched at dim 0). ``in_dims`` has
+    one entry per forward argument (None for those not batched, and for non-tensors).
+    """
+    function_class = server.function_class
+    if function_class is None:
+        return _not_loaded()
+    has_setup = _defines(function_class, "setup_context")
+    has_rule = bool(getattr(function_class, "generate_vmap_rule", False)) or _defines(
+        function_class, "vmap"
+    )
+    reply: Reply = {"has_setup_context": has_setup, "has_vmap_rule": has_rule}
+    if not has_setup or not has_rule:
+        return reply
+    args = _leaves(request, blobs)
+    dims = [d if isinstance(d, int) else None for d in request.get("in_dims", [])]
+    upstream = list(values.decode(request.get("upstream", {"t": "list", "items": []}), blobs))  # type: ignore[call-overload]
+    positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
+
+    def call(*tensors: torch.Tensor) -> Any:
+        merged = list(args)
+        for position, tensor in zip(positions, tensors, strict=True):
+            merged[position] = tensor
+        return function_class.apply(*merged)  # type: ignore[no-untyped-call]
+
+    tensors = [args[i] for i in positions]
+    in_dims = tuple(dims[i] for i in positions)
+    mode = str(request.get("mode", "forward"))
+    try:
+        if mode == "grad":
+            wanting = tuple(i for i, t in enumerate(tensors) if t.requires_grad)
+
+            def loss(*items: torch.Tensor) -> torch.Tensor:
+                count = len(tensors)
+                return _loss(_as_list(call(*items[:count])), list(items[count:]))
+
+            plain = [t.detach() for t in tensors]
+            grads = torch.func.vmap(
+                torch.func.grad(loss, argnums=wanting), in_dims=(*in_dims, *[0] * len(upstream))
+            )(*plain, *upstream)
+            reply["grads"] = values.encode(list(grads), reply_blobs)
+            return reply
+        outputs = _as_list(torch.func.vmap(call, in_dims=in_dims)(*tensors))
+        reply["outputs"] = values.encode(outputs, reply_blobs)
+        if mode == "engine":
+            leaves = [t for t in tensors if t.requires_grad]
+            found = torch.autograd.grad(_loss(outputs, upstream), leaves, allow_unused=True)
+            reply["grads"] = values.encode(list(found), reply_blobs)
+    except BaseException as error:  # the learner's code may raise anything
+        return _error(server, error, "torch.func.vmap")
+    return reply
+
+
+# -- second derivatives -------------------------------------------------------------------
+
+
+def handle_second_order(
+    server: _Server, request: dict[str, Any], blobs: list[bytes], reply_blobs: list[bytes]
+) -> Reply:
+    """d<grads, vector>/d(inputs, upstream): backward differentiated once more, as
+    torch's gradgradcheck does, with respect to the inputs *and* grad_output."""
+    function_class = server.function_class
+    if function_class is None:
+        return _not_loaded()
+    args = _leaves(request, blobs)
+    upstream = [
+        u.detach().requires_grad_(True)
+        if isinstance(u, torch.Tensor) and u.is_floating_point()
+        else u
+        for u in values.decode(request["upstream"], blobs)  # type: ignore[attr-defined]
+    ]
+    vector = list(values.decode(request["vector"], blobs))  # type: ignore[call-overload]
+    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    try:
+        outputs = _as_list(function_class.apply(*activations(args)))  # type: ignore[no-untyped-call]
+        floats, weights = differentiable(outputs, upstream)
+        grads = torch.autograd.grad(floats, leaves, weights, create_graph=True, allow_unused=True)
+    except BaseException as error:  # the learner's code may raise anything
+        return _error(server, error, "backward")
+    pairs = [
+        (g, v) for g, v in zip(grads, vector, strict=True) if g is not None and g.requires_grad
+    ]
+    targets = [*leaves, *[u for u in weights if isinstance(u, torch.Tensor)]]
+    if not pairs:
+        return {"second": values.encode([None] * len(targets), reply_blobs), "detached": True}
+    try:
+        total = torch.stack([(g * v).sum() for g, v in pairs]).sum()
+        second = torch.autograd.grad(total, targets, allow_unused=True, retain_graph=True)
+        if all(s is None for s in second):
+            # Nothing reaches the inputs: a node that refuses to be differentiated
+            # (@once_differentiable) raises only when the whole graph runs.
+            torch.autograd.backward(total)
+    except BaseException as error:  # the learner's code may raise anything
+        return _error(server, error, "double backward")
+    return {"second": values.encode(list(second), reply_blobs), "detached": False}
