@@ -1,7 +1,7 @@
 """Host protection (issue 16): the learner's code cannot touch the machine it runs on.
 
-One test per channel (network, writing outside the check's folder, reading the
-progress file, a process bomb, a CPU-time runaway), each through a real check
+One test per channel (network, the machine's Unix sockets, writing outside the
+check's folder, reading the progress file, a process bomb, a CPU-time runaway), each through a real check
 of a file that is the correct sigmoid solution plus one attempt. Each asserts
 the named verdict, and that nothing on disk changed: the victim's workspace
 (its progress file beside the learner's file), a decoy home folder and
@@ -10,7 +10,8 @@ workspace is elsewhere, so the check's own progress counting changes nothing
 compared.
 
 Each test fails when its protection is removed (the level still claiming it):
-network by the network namespace and Landlock's TCP rules, writes and reads by
+network by the network namespace and Landlock's TCP rules, Unix sockets by the
+seccomp filter, writes and reads by
 Landlock's file rules, the bomb by RLIMIT_NPROC in a fresh user namespace (a
 pids cgroup under root), the runaway by RLIMIT_CPU. Where this machine's kernel
 cannot give a protection, its test is skipped saying why, and
@@ -139,6 +140,28 @@ def test_opening_a_socket_fails_naming_the_network_and_reaches_nothing(victim, d
 
         message = failed_at_load(exit_code, report)
         assert "tried to use the network: a check runs without network" in message
+        with pytest.raises(BlockingIOError):
+            listener.accept()  # nobody connected
+    unchanged()
+
+
+def test_connecting_to_a_unix_socket_of_the_machine_fails_and_reaches_nothing(
+    victim, disk, tmp_path
+):
+    # Like a desktop's D-Bus session bus or docker.sock: a socket that is a file.
+    with socket.socket(socket.AF_UNIX) as listener:
+        address = str(tmp_path / "session-bus")
+        listener.bind(address)
+        listener.listen()
+        listener.setblocking(False)
+        code = f"import socket\nsocket.socket(socket.AF_UNIX).connect({address!r})"
+        path = attempt(victim, "sigmoid.py", code)
+        unchanged = disk()
+        exit_code, report = check_json("sigmoid", path)
+        require(report, "network")
+
+        message = failed_at_load(exit_code, report)
+        assert "tried to use the network: a check runs without network or local sockets" in message
         with pytest.raises(BlockingIOError):
             listener.accept()  # nobody connected
     unchanged()

@@ -5,7 +5,8 @@ the learner's file runs (:func:`confine`), with the kernel's own mechanisms:
 
 * **network**: a fresh network namespace (no interface but a loopback that is
   down), entered through a fresh user namespace so that no privilege is
-  needed; Landlock also denies TCP where the kernel can (ABI 4);
+  needed; Landlock also denies TCP where the kernel can (ABI 4); a seccomp
+  filter refuses new Unix sockets (those that are files escape namespaces);
 * **files**: Landlock. Writes only inside the check's own fresh folder (the
   working folder, and ``TMPDIR``). Reads and execution only beneath what
   Python, torch and programs need (the system's ``/usr``, ``/lib``…, the
@@ -41,8 +42,10 @@ import ctypes
 import errno
 import functools
 import os
+import platform
 import resource
 import shutil
+import socket
 import sys
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -147,7 +150,7 @@ def confine(
         with contextlib.suppress(_Missing, OSError):
             cgroup = _join_pids_cgroup(processes)
     namespaces = _namespaces(skip)
-    attempt("network", functools.partial(_network_words, namespaces))
+    attempt("network", functools.partial(_network, namespaces))
     attempt("processes", functools.partial(_cap_processes, processes, namespaces, root, cgroup))
     attempt("cpu_time", functools.partial(_cap_cpu, cpu_seconds))
     if scratch:
@@ -213,10 +216,73 @@ def _unshare(flags: int) -> None:
         raise OSError(code, os.strerror(code))
 
 
-def _network_words(namespaces: dict[str, str]) -> str:
-    if "net" in namespaces:
-        return namespaces["net"]
-    raise _Missing(namespaces.get("error", "no network namespace"))
+def _network(namespaces: dict[str, str]) -> str:
+    if "net" not in namespaces:
+        raise _Missing(namespaces.get("error", "no network namespace"))
+    try:
+        _deny_unix_sockets()
+    except (_Missing, OSError) as error:
+        raise _Missing(f"the machine's Unix sockets stay reachable ({error})") from None
+    return namespaces["net"] + "; no new Unix sockets (seccomp)"
+
+
+# A network namespace cuts the network and the abstract Unix sockets, but not the Unix
+# sockets that are files: a desktop's D-Bus session bus (which can start programs outside
+# the check), ssh-agent, docker.sock. Landlock guards their connect() only from ABI 9. So a
+# seccomp filter refuses socket(AF_UNIX), and io_uring (which makes sockets without that
+# syscall). The standard library has no seccomp binding and pyseccomp needs libseccomp at
+# run time; these thirteen BPF instructions do not.
+_SECCOMP_ARCHES = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}  # audit, socket
+_IO_URING_SETUP = 425  # the same on both
+_LD, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, ..|JGE|K, BPF_RET|K
+_ALLOW = 0x7FFF0000
+_REFUSE = 0x00050000 | errno.EACCES  # SECCOMP_RET_ERRNO
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [
+        ("code", ctypes.c_uint16),
+        ("jt", ctypes.c_uint8),
+        ("jf", ctypes.c_uint8),
+        ("k", ctypes.c_uint32),
+    ]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def _deny_unix_sockets() -> None:
+    arch = _SECCOMP_ARCHES.get(platform.machine())
+    if arch is None or not sys.platform.startswith("linux"):
+        raise _Missing(f"no seccomp filter for {platform.machine()}")
+    audit_arch, socket_call = arch
+    program = [
+        (_LD, 0, 0, 4),  # the calling convention
+        (_JEQ, 1, 0, audit_arch),
+        (_RET, 0, 0, 0x00050000 | errno.ENOSYS),  # another one (i386 on x86_64): refused
+        (_LD, 0, 0, 0),  # the system call
+        (_JGE, 0, 1, 0x40000000),  # x32
+        (_RET, 0, 0, _REFUSE),
+        (_JEQ, 0, 1, _IO_URING_SETUP),
+        (_RET, 0, 0, _REFUSE),
+        (_JEQ, 0, 2, socket_call),
+        (_LD, 0, 0, 16),  # its first argument, the family
+        (_JEQ, 1, 0, socket.AF_UNIX),
+        (_RET, 0, 0, _ALLOW),
+        (_RET, 0, 0, _REFUSE),
+    ]
+    filters = (_SockFilter * len(program))(*[_SockFilter(*i) for i in program])
+    fprog = _SockFprog(len(program), filters)
+    libc = ctypes.CDLL(None, use_errno=True)
+    no_new_privs, set_seccomp, mode_filter = 38, 22, 2
+    zero = ctypes.c_ulong(0)
+    if libc.prctl(no_new_privs, ctypes.c_ulong(1), zero, zero, zero) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+    if libc.prctl(set_seccomp, ctypes.c_ulong(mode_filter), ctypes.byref(fprog), zero, zero) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
 
 
 # -- processes and CPU time: rlimits and a cgroup ------------------------------------------

@@ -297,7 +297,7 @@ def explain_learner_error(error: BaseException, path: Path, during: str) -> tupl
 
 WRITES_CONFINED = "writes are confined to the check's folder"
 READS_CONFINED = "a check reads only what Python and torch need, and your file"
-NO_NETWORK = "tried to use the network: a check runs without network"
+NO_NETWORK = "tried to use the network: a check runs without network or local sockets"
 _NETWORK_ERRNOS = {errno.ENETUNREACH, errno.ENETDOWN, errno.EHOSTUNREACH, errno.EADDRNOTAVAIL}
 
 
