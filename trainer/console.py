@@ -185,7 +185,11 @@ def check_report(
         out.print(_text("note: ", style="bold yellow") + _text(note))
     if report.protection is not None and report.protection.missing:
         # Said only when something is missing: a full level is the quiet default.
-        out.print(_text("host protection: ", style="bold yellow") + _protection(report.protection))
+        out.print(
+            _text("host protection: ", style="bold yellow")
+            + _protection(report.protection)
+            + _text(PROTECTION_ADVICE, style="dim")
+        )
     failure = report.first_failure
     if failure is not None and report.output.strip():
         tail = "\n".join(report.output.rstrip().splitlines()[-15:])
@@ -498,6 +502,11 @@ def scaffolded(exercise_id: str, files: Sequence[Path], root: Path) -> None:
         f"Edit them (every field is explained in the spec), then run "
         f"[bold]trainer --exercises-dir {root} validate {_relative(files[0])}[/]."
     )
+
+
+PROTECTION_ADVICE = (
+    '. Fine for your own file; to check others\' code, see "Host protection" in the README.'
+)
 
 
 def _protection(level: ProtectionLevel) -> Text:
