@@ -68,8 +68,11 @@ PROBES = {
     """,
     "parent command line": """
         import os
-        with open(f"/proc/{os.getppid()}/cmdline", "rb") as handle:
-            line = handle.read().decode(errors="replace")
+        try:
+            with open(f"/proc/{os.getppid()}/cmdline", "rb") as handle:
+                line = handle.read().decode(errors="replace")
+        except PermissionError:  # host protection (issue 16) hides other processes' /proc
+            return []
         return [line] if "trainer" in line or "checking" in line else []
     """,
 }

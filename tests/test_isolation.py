@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import time
 from collections.abc import Iterator
@@ -71,7 +72,8 @@ def wait_until_gone(pid: int, seconds: float = 3.0) -> bool:
 
 @pytest.fixture
 def sleeper_pid_file(tmp_path: Path) -> Iterator[Path]:
-    """Where a learner's file records the pid of the `sleep` it starts; kills it after the test."""
+    """Where a test records the pid of the `sleep` a learner's file started (the file prints
+    it: it may not write outside its check's folder); kills it after the test."""
     pid_file = tmp_path / "sleeper.pid"
     yield pid_file
     if pid_file.exists():
@@ -456,13 +458,12 @@ HANG = """\
 
 
 def _starts_a_sleeper(
-    pid_file: Path,
     *,
     forward: str = CORRECT_FORWARD,
     backward: str = CORRECT_BACKWARD,
     popen_options: str = "",
 ) -> str:
-    """A solution that starts `sleep 300` at import and writes its pid to ``pid_file``."""
+    """A solution that starts `sleep 300` at import and prints its pid (see :func:`sleeper_pid`)."""
     return f"""\
 import os
 import subprocess
@@ -470,8 +471,7 @@ import subprocess
 import torch
 
 sleeper = subprocess.Popen(["sleep", "300"]{popen_options})
-with open({str(pid_file)!r}, "w") as handle:
-    handle.write(str(sleeper.pid))
+print("sleeper pid", sleeper.pid, flush=True)
 
 
 class MySigmoid(torch.autograd.Function):
@@ -485,27 +485,33 @@ class MySigmoid(torch.autograd.Function):
 """
 
 
+def sleeper_pid(report: dict[str, Any], pid_file: Path) -> int:
+    """The pid the learner's file printed, recorded in ``pid_file`` for the fixture."""
+    found = re.search(r"sleeper pid (\d+)", report["output"])
+    assert found, report["output"]
+    pid_file.write_text(found.group(1))
+    return int(found.group(1))
+
+
 def test_a_process_started_by_the_learners_code_does_not_outlive_the_check(
     write_file, sleeper_pid_file
 ):
-    path = write_file("starts_sleeper.py", _starts_a_sleeper(sleeper_pid_file))
+    path = write_file("starts_sleeper.py", _starts_a_sleeper())
     exit_code, report = check_json("sigmoid", path)
 
     assert exit_code == 0, report
     assert report["passed"] is True
-    pid = int(sleeper_pid_file.read_text())
+    pid = sleeper_pid(report, sleeper_pid_file)
     assert wait_until_gone(pid), f"`sleep` (pid {pid}) is still running after the check"
 
 
 def test_a_process_started_before_a_hang_does_not_outlive_the_timeout(write_file, sleeper_pid_file):
-    path = write_file(
-        "starts_sleeper_then_hangs.py", _starts_a_sleeper(sleeper_pid_file, backward=HANG)
-    )
+    path = write_file("starts_sleeper_then_hangs.py", _starts_a_sleeper(backward=HANG))
     exit_code, report = check_json("sigmoid", path, "--timeout", "5")
 
     failure = failed_at(exit_code, report, "backward")
     assert "timed out" in failure["message"]
-    pid = int(sleeper_pid_file.read_text())
+    pid = sleeper_pid(report, sleeper_pid_file)
     assert wait_until_gone(pid), f"`sleep` (pid {pid}) is still running after the timeout"
 
 
@@ -695,11 +701,10 @@ def test_a_forward_that_returns_a_tuple_fails_at_forward_mentioning_the_tuple(wr
     assert "tuple" in failure["message"]
 
 
-def test_input_in_backward_does_not_hang_and_fails_with_eoferror(write_file, tmp_path):
-    stdin_file = tmp_path / "stdin_of_the_learner"
+def test_input_in_backward_does_not_hang_and_fails_with_eoferror(write_file):
     path = write_file(
         "asks_for_input.py",
-        f"""\
+        """\
         import os
 
         import torch
@@ -714,8 +719,7 @@ def test_input_in_backward_does_not_hang_and_fails_with_eoferror(write_file, tmp
 
             @staticmethod
             def backward(ctx, grad_output):
-                with open({str(stdin_file)!r}, "w") as seen:
-                    seen.write(os.readlink("/proc/self/fd/0"))
+                print("stdin is", os.readlink("/proc/self/fd/0"), flush=True)
                 input("press enter to continue")
                 (output,) = ctx.saved_tensors
                 return grad_output * output * (1 - output)
@@ -730,7 +734,7 @@ def test_input_in_backward_does_not_hang_and_fails_with_eoferror(write_file, tmp
     assert "timed out" not in failure["message"]
     assert elapsed < 10, f"the check took {elapsed:.1f} s"
     # Not merely at the end of some pipe: the learner's stdin is /dev/null.
-    assert stdin_file.read_text() == os.devnull
+    assert f"stdin is {os.devnull}" in report["output"]
 
 
 def test_the_untouched_stub_fails_at_backward_saying_it_is_not_written_yet(tmp_path):
@@ -780,7 +784,7 @@ def test_an_exit_while_a_started_process_holds_the_output_is_reported_as_an_exit
 ):
     path = write_file(
         "exits_with_a_sleeper.py",
-        _starts_a_sleeper(sleeper_pid_file, forward="        os._exit(0)"),
+        _starts_a_sleeper(forward="        os._exit(0)"),
     )
     # A long limit: had the check waited for the output pipe (which the sleeper
     # holds) instead of the process, it would report a timeout, not the exit.
@@ -796,11 +800,11 @@ def test_a_process_started_in_a_new_session_does_not_outlive_the_check(
 ):
     path = write_file(
         "starts_detached_sleeper.py",
-        _starts_a_sleeper(sleeper_pid_file, popen_options=", start_new_session=True"),
+        _starts_a_sleeper(popen_options=", start_new_session=True"),
     )
-    check_json("sigmoid", path)
+    _, report = check_json("sigmoid", path)
 
-    pid = int(sleeper_pid_file.read_text())
+    pid = sleeper_pid(report, sleeper_pid_file)
     assert wait_until_gone(pid), f"`sleep` (pid {pid}) is still running after the check"
 
 

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import REPO, check_json, first_failure, run_cli
+from trainer.checking.processes import children_of
 
 GOOD = (REPO / "solutions" / "sigmoid.py").read_text()
 
@@ -207,8 +208,23 @@ def test_the_verdict_belongs_to_the_version_read_when_the_check_began(tmp_path):
     assert report.passed
 
 
-def _descendants_alive(marker_pid_file: Path) -> bool:
-    pid = int(marker_pid_file.read_text())
+def _sleeper_below(root: int) -> int | None:
+    """The pid of a `sleep` among the descendants of ``root`` (the learner's file starts one:
+    it may not write its pid to a file outside its check's folder)."""
+    todo = [root]
+    while todo:
+        for child in children_of(todo.pop()):
+            try:
+                command = Path(f"/proc/{child}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if command.startswith(b"sleep\0"):
+                return child
+            todo.append(child)
+    return None
+
+
+def _descendants_alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().split()[2]
     except FileNotFoundError:
@@ -217,11 +233,10 @@ def _descendants_alive(marker_pid_file: Path) -> bool:
 
 
 def test_ctrl_c_during_a_check_exits_130_and_leaves_no_process_behind(tmp_path):
-    pid_file = tmp_path / "sleeper.pid"
     hangs = tmp_path / "sigmoid.py"
     hangs.write_text(
         "import subprocess\n"
-        f"_s = subprocess.Popen(['sleep', '300'])\nopen({str(pid_file)!r}, 'w').write(str(_s.pid))\n"
+        "_s = subprocess.Popen(['sleep', '300'])\n"
         + GOOD.replace(
             "(output,) = ctx.saved_tensors",
             "(output,) = ctx.saved_tensors\n        while True:\n            pass",
@@ -237,18 +252,20 @@ def test_ctrl_c_during_a_check_exits_130_and_leaves_no_process_behind(tmp_path):
         text=True,
     )
     deadline = time.monotonic() + 20
-    while not pid_file.exists() and time.monotonic() < deadline:
+    sleeper = _sleeper_below(process.pid)
+    while sleeper is None and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert pid_file.exists(), "the learner's file never ran"
+        sleeper = _sleeper_below(process.pid)
+    assert sleeper is not None, "the learner's file never ran"
     time.sleep(0.3)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=15)
     assert process.returncode == 130
     assert "interrupted" in stderr
     gone_by = time.monotonic() + 5
-    while _descendants_alive(pid_file) and time.monotonic() < gone_by:
+    while _descendants_alive(sleeper) and time.monotonic() < gone_by:
         time.sleep(0.05)
-    assert not _descendants_alive(pid_file), "a process of the check outlived Ctrl-C"
+    assert not _descendants_alive(sleeper), "a process of the check outlived Ctrl-C"
     assert not list(workspace.glob(".trainer-state-*")), "a half-written state file was left"
 
 

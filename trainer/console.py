@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from trainer.authoring import Validation
-    from trainer.checking.report import CheckReport
+    from trainer.checking.report import CheckReport, ProtectionLevel
     from trainer.grading import Grade
     from trainer.interview import InterviewSummary
     from trainer.workspace import StartResult
@@ -255,6 +255,13 @@ def check_report(
         _failures(report)
     for note in _distinct_notes(report.notes):
         out.print(_text("note: ", style="bold yellow") + _text(note))
+    if report.protection is not None and report.protection.missing:
+        # Said only when something is missing: a full level is the quiet default.
+        out.print(
+            _text("host protection: ", style="bold yellow")
+            + _protection(report.protection)
+            + _text(PROTECTION_ADVICE, style="dim")
+        )
     failure = report.first_failure
     if failure is not None and report.output.strip():
         tail = "\n".join(report.output.rstrip().splitlines()[-15:])
@@ -665,6 +672,24 @@ def scaffolded(exercise_id: str, files: Sequence[Path], root: Path) -> None:
         f"trainer --exercises-dir {_plain_relative(root)} validate {_plain_relative(files[0])}"
     )
     out.print(_text(f"  {command}", style="bold"), soft_wrap=True)  # whole, to copy
+
+
+PROTECTION_ADVICE = (
+    '. Fine for your own file; to check others\' code, see "Host protection" in the README.'
+)
+
+
+def _protection(level: ProtectionLevel) -> Text:
+    return _text(level.summary())
+
+
+def protection_level(level: ProtectionLevel | None) -> None:
+    """The host protection every check of a grade runs under, said once at the top."""
+    if level is None:
+        out.print(_text("Host protection: unknown", style="bold yellow"))
+        return
+    style = "bold green" if level.level == "full" else "bold yellow"
+    out.print(_text("Host protection: ", style=style) + _protection(level))
 
 
 def grade_table(exercise_id: str, grades: Sequence[Grade], junit: Path | None) -> None:

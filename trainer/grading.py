@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -11,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.catalog import solution_path
+from trainer.checking.report import ProtectionLevel
 from trainer.checking.runner import DEFAULT_TIMEOUT, CheckingService, run_check
 from trainer.errors import TrainerError
 from trainer.spec import Exercise
@@ -63,17 +65,44 @@ def _grade_one(
     )
 
 
+UNPROTECTED = (
+    "grade runs other people's code, and this machine cannot keep it from the rest of the "
+    "machine: host protection is {summary}. Grade inside a container (see the README, "
+    '"Host protection"), or pass --unprotected to grade here anyway.'
+)
+
+
+def protection_level(exercise: Exercise, service: CheckingService) -> ProtectionLevel | None:
+    """The host protection a check gets on this machine: a learner process loads an empty file."""
+    with tempfile.TemporaryDirectory(prefix="trainer-probe-") as folder:
+        probe = Path(folder) / "probe.py"
+        probe.write_text("# what protection does a check get here?\n", encoding="utf-8")
+        return run_check(exercise, probe, service=service).protection
+
+
 def grade(
     exercise: Exercise,
     submissions: Sequence[Path],
     jobs: int | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     on_done: Callable[[Grade], None] | None = None,
+    unprotected: bool = False,
+    on_protection: Callable[[ProtectionLevel | None], None] | None = None,
 ) -> list[Grade]:
-    """Check every submission on every core; one hang or crash never stops the rest."""
+    """Check every submission on every core; one hang or crash never stops the rest.
+
+    First the host protection a check gets here is found (``on_protection`` hears it):
+    anything less than full refuses to grade, unless ``unprotected``.
+    """
     workers = jobs or os.cpu_count() or 1
     # torch is imported once, by a warm process; each submission is a fork of it.
     with CheckingService() as warm, ThreadPoolExecutor(max_workers=workers) as pool:
+        level = protection_level(exercise, warm)
+        if on_protection is not None:
+            on_protection(level)
+        if not unprotected and (level is None or level.missing):
+            summary = level.summary() if level is not None else "unknown"
+            raise TrainerError(UNPROTECTED.format(summary=summary))
         futures = [pool.submit(_grade_one, exercise, path, timeout, warm) for path in submissions]
         if on_done is not None:
             for future in futures:

@@ -95,6 +95,8 @@ def exit_words(status: int) -> str:
 
 
 def signal_words(number: int) -> str:
+    if number == signal.SIGXCPU:  # host protection's CPU-time cap (RLIMIT_CPU)
+        return "used up the CPU time a check allows and was stopped (SIGXCPU): an endless loop?"
     try:
         name = signal.Signals(number).name
     except ValueError:

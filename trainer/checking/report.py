@@ -15,6 +15,60 @@ from trainer.vocabulary import STAGE_BY_ID, STAGES
 REQUIRED_STAGES = tuple(stage.id for stage in STAGES if stage.required)
 
 
+# What host protection covers (issue 16), in the order reports list them, as said in words.
+PROTECTIONS = {
+    "network": "network isolation",
+    "files": "file-system confinement",
+    "processes": "process cap",
+    "cpu_time": "CPU-time cap",
+    "memory": "memory cap",
+}
+
+
+@dataclass
+class ProtectionLevel:
+    """What the learner's process ran under: each protection applied (how), or missing (why).
+
+    Decided in the learner's process before the learner's file runs
+    (:mod:`trainer.checking.learner.confine`) and carried in the reply to ``load``.
+    """
+
+    applied: dict[str, str] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def level(self) -> str:
+        """``full``, ``partial`` or ``none``."""
+        if not self.missing:
+            return "full"
+        return "partial" if self.applied else "none"
+
+    def summary(self) -> str:
+        """One line: the level, then what is missing and why."""
+        if not self.missing:
+            return "full: " + ", ".join(PROTECTIONS.get(n, n) for n in self.applied)
+        missing = "; ".join(
+            f"without {PROTECTIONS.get(name, name)} ({why})" for name, why in self.missing.items()
+        )
+        return f"{self.level}: {missing}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"level": self.level, "applied": dict(self.applied), "missing": dict(self.missing)}
+
+    @classmethod
+    def from_dict(cls, data: object) -> ProtectionLevel | None:
+        """Read a level back; anything malformed is unknown (None), never "full"."""
+        if not isinstance(data, dict):
+            return None
+        applied, missing = data.get("applied"), data.get("missing")
+        if not isinstance(applied, dict) or not isinstance(missing, dict):
+            return None
+        return cls(
+            {str(k): str(v) for k, v in applied.items()},
+            {str(k): str(v) for k, v in missing.items()},
+        )
+
+
 class Verdict(str, Enum):
     PASS = "pass"
     FAIL = "fail"
@@ -75,6 +129,8 @@ class CheckReport:
     # The tail of what the learner's code printed, shown when a stage fails.
     output: str = ""
     notes: list[str] = field(default_factory=list)  # advice that does not fail the check
+    # The host protection the learner's process ran under; None: it never said (it did not start).
+    protection: ProtectionLevel | None = None
 
     @property
     def passed(self) -> bool:
@@ -101,4 +157,5 @@ class CheckReport:
         data = asdict(self)
         data["passed"] = self.passed
         data["stages"] = [s.to_dict() for s in self.stages]
+        data["protection"] = self.protection.to_dict() if self.protection else None
         return data

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
 import secrets
 import selectors
@@ -29,7 +30,13 @@ from typing import IO, Any
 
 import trainer
 from trainer.checking import processes, transport
-from trainer.checking.report import REQUIRED_STAGES, CheckReport, StageResult, Verdict
+from trainer.checking.report import (
+    REQUIRED_STAGES,
+    CheckReport,
+    ProtectionLevel,
+    StageResult,
+    Verdict,
+)
 from trainer.errors import TrainerError
 from trainer.spec import Exercise
 from trainer.vocabulary import STAGE_BY_ID
@@ -39,6 +46,24 @@ DEFAULT_MEMORY_LIMIT_MB = 4096  # on top of what torch maps; enough for any exer
 DEFAULT_SEED = 0
 OUTPUT_TAIL = 4000  # characters of the learner's printed output kept for the report
 READY_TIMEOUT = 120.0
+DEFAULT_PROCESS_LIMIT = 32  # processes and threads of one learner's process, itself included
+
+
+@dataclass(frozen=True)
+class HostLimits:
+    """Host protection's limits for the learner's process (issue 16; see ``learner/confine``).
+
+    ``skip`` leaves protections out by name: only to measure their cost or to prove
+    that a test fails without them.
+    """
+
+    cpu_seconds: int | None = None  # None: the check's timeout, rounded up
+    processes: int = DEFAULT_PROCESS_LIMIT
+    skip: tuple[str, ...] = ()
+
+    def for_job(self, timeout: float) -> dict[str, Any]:
+        cpu = self.cpu_seconds if self.cpu_seconds is not None else max(1, math.ceil(timeout))
+        return {"cpu_seconds": cpu, "processes": self.processes, "skip": list(self.skip)}
 
 
 @dataclass
@@ -207,6 +232,7 @@ class _Collected:
     error: str | None = None
     output: str = ""
     notes: list[str] = field(default_factory=list)
+    protection: ProtectionLevel | None = None
 
     def handle(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
@@ -230,6 +256,8 @@ class _Collected:
             for note in message.get("notes", []):
                 if str(note) not in self.notes:
                     self.notes.append(str(note))
+        elif kind == "protection":
+            self.protection = ProtectionLevel.from_dict(message.get("level"))
         elif kind == "done":
             self.done = True
 
@@ -248,6 +276,7 @@ def run_check(
     service: CheckingService | None = None,
     memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB,
     stop_after_failure: bool = False,
+    limits: HostLimits | None = None,
 ) -> CheckReport:
     """Check ``file`` against ``exercise`` and return the report.
 
@@ -282,6 +311,7 @@ def run_check(
         "double_backward": double_backward,
         "memory_limit_mb": memory_limit_mb,
         "stop_after_failure": stop_after_failure,
+        "confine": (limits or HostLimits()).for_job(timeout),
         "token": token,
     }
     if service is None:
@@ -326,6 +356,7 @@ def _run_job(
     stages = _stages(collected, timed_out, timeout, returncode)
     report = _report(exercise, file, raw, seed, stages, started, collected.output[-OUTPUT_TAIL:])
     report.notes = collected.notes
+    report.protection = collected.protection
     return report
 
 

@@ -44,6 +44,13 @@ def grade(
     jobs: Annotated[
         int | None, typer.Option(min=1, help="Checks at once (default: every core).")
     ] = None,
+    unprotected: Annotated[
+        bool,
+        typer.Option(
+            "--unprotected",
+            help="Grade even where the machine cannot be protected from the submissions.",
+        ),
+    ] = False,
     workspace: WorkspaceOption = None,
     exercises_dir: ExercisesDirOption = None,
 ) -> None:
@@ -54,15 +61,29 @@ def grade(
 
     Example: trainer grade linear submissions/ --junit grades.xml
     """
+    from trainer.checking.report import ProtectionLevel
     from trainer.grading import collect_submissions, junit_xml
     from trainer.grading import grade as run_grading
 
     session = Session(ctx, workspace, exercises_dir)
     exercise = session.catalog.get(exercise_id)
     files = collect_submissions(submissions)
+    levels: list[ProtectionLevel | None] = []
+
+    def heard(level: ProtectionLevel | None) -> None:
+        levels.append(level)
+        if not as_json:
+            console.protection_level(level)
+
     with console.progress(f"Grading {exercise.id}", total=len(files)) as advance:
         grades = run_grading(
-            exercise, files, jobs=jobs, timeout=timeout, on_done=lambda _: advance()
+            exercise,
+            files,
+            jobs=jobs,
+            timeout=timeout,
+            on_done=lambda _: advance(),
+            unprotected=unprotected,
+            on_protection=heard,
         )
     if junit is not None:
         try:
@@ -72,7 +93,12 @@ def grade(
                 f"cannot write {junit}: {error.strerror}. Choose another path."
             ) from None
     if as_json:
-        document = {"exercise": exercise.id, "grades": [asdict(g) for g in grades]}
+        level = levels[0] if levels else None
+        document = {
+            "exercise": exercise.id,
+            "protection": level.to_dict() if level is not None else None,
+            "grades": [asdict(g) for g in grades],
+        }
         console.print_json(json.dumps(document, indent=2))
     else:
         console.grade_table(exercise.id, grades, junit)

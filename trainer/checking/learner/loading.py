@@ -8,9 +8,14 @@ own file, with frames of the checker and of torch cut away.
 from __future__ import annotations
 
 import difflib
+import errno
 import inspect
+import os
+import resource
+import socket
 import sys
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -18,6 +23,7 @@ from typing import Any
 
 import torch
 
+from trainer.checking.learner import confine
 from trainer.checking.wording import NOT_WRITTEN, describe_exception
 
 
@@ -114,9 +120,13 @@ def import_source(source: str, path: Path) -> ModuleType:
         ) from None
     except BaseException as error:  # the learner's code may raise anything
         what = (
-            out_of_memory_words()
-            if _out_of_memory(error)
-            else f"raised {describe_exception(error)}"
+            protection_words(error)
+            or _helper_words(error, path)
+            or (
+                out_of_memory_words()
+                if _out_of_memory(error)
+                else f"raised {describe_exception(error)}"
+            )
         )
         raise LearnerProblem(
             f"importing {path.name} {what}", learner_traceback(error, path)
@@ -264,6 +274,9 @@ def explain_learner_error(error: BaseException, path: Path, during: str) -> tupl
                 f"Write it in {path.name}, then run `trainer check` again.",
                 [],
             )
+    stopped = protection_words(error)
+    if stopped:
+        return f"{during} {stopped}", frames
     if _out_of_memory(error):
         return f"{during} {out_of_memory_words()}", frames
     if isinstance(error, SystemExit):
@@ -278,3 +291,99 @@ def explain_learner_error(error: BaseException, path: Path, during: str) -> tupl
     if during == "forward":
         return f"torch rejected what forward did: {describe_exception(error)}", []
     return f"{during} raised {describe_exception(error)}", []
+
+
+# -- host protection (issue 16): what it stopped, named ------------------------------------
+
+WRITES_CONFINED = "writes are confined to the check's folder"
+READS_CONFINED = "a check reads only what Python and torch need, and your file"
+NO_NETWORK = "tried to use the network: a check runs without network or local sockets"
+_NETWORK_ERRNOS = {errno.ENETUNREACH, errno.ENETDOWN, errno.EHOSTUNREACH, errno.EADDRNOTAVAIL}
+
+
+def protection_words(error: BaseException) -> str | None:
+    """What host protection stopped, as "tried to …: why", when ``error`` is its doing.
+
+    Only for the protections that were applied (:data:`confine.APPLIED`): without
+    them the same errors are the machine's own and keep their plain words.
+    """
+    applied = confine.APPLIED
+    for cause in _causes(error):
+        if "network" in applied and _network_error(cause):
+            return NO_NETWORK
+        if "processes" in applied and _process_cap_error(cause):
+            limit = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+            cap = f" ({limit})" if limit != resource.RLIM_INFINITY else ""
+            return (
+                "tried to start more processes or threads than a check allows"
+                f"{cap}: processes and threads are capped"
+            )
+        if "files" in applied and isinstance(cause, PermissionError) and cause.filename:
+            return _file_words(os.fsdecode(cause.filename))
+    return None
+
+
+def _helper_words(error: BaseException, path: Path) -> str | None:
+    """A module imported from beside the file, which a confined check cannot read."""
+    if "files" not in confine.APPLIED or not isinstance(error, ModuleNotFoundError):
+        return None
+    name = (error.name or "").partition(".")[0]
+    beside = path.parent / name
+    if not name or not (beside.with_suffix(".py").exists() or beside.is_dir()):
+        return None
+    return (
+        f"imports `{name}` from beside it: a check runs your file on its own, without the "
+        "other files of its folder. Put what it needs in the file itself"
+    )
+
+
+def _causes(error: BaseException) -> Iterator[BaseException]:
+    """The error and what it wraps: its cause, its context, a URLError's reason."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        reason = getattr(current, "reason", None)
+        if isinstance(reason, BaseException):
+            yield reason
+        current = current.__cause__ or current.__context__
+
+
+def _network_error(error: BaseException) -> bool:
+    if isinstance(error, socket.gaierror):
+        return True
+    if not isinstance(error, OSError) or getattr(error, "filename", None):
+        return False
+    if error.errno in _NETWORK_ERRNOS:
+        return True
+    # Landlock's TCP rules answer EACCES; only a socket call raises it without a file name.
+    frames = traceback.extract_tb(error.__traceback__)
+    return error.errno == errno.EACCES and any(f.filename.endswith("socket.py") for f in frames)
+
+
+def _process_cap_error(error: BaseException) -> bool:
+    if isinstance(error, RuntimeError) and "can't start new thread" in str(error):
+        return True
+    if not isinstance(error, OSError) or error.errno != errno.EAGAIN:
+        return False
+    frames = traceback.extract_tb(error.__traceback__)
+    return any(
+        "fork" in (f.line or "")
+        or os.path.basename(f.filename) in ("subprocess.py", "popen_fork.py", "threading.py")
+        for f in frames
+    )
+
+
+def _file_words(name: str) -> str:
+    """What was denied, as far as can be told: a file that does not exist was to be
+    created, one that may be read was to be written; otherwise it was read, or both."""
+    path = os.path.abspath(name)
+    if not os.path.lexists(path):
+        return f"tried to create {path}: {WRITES_CONFINED}"
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return f"tried to open {path}: {READS_CONFINED}, and {WRITES_CONFINED}"
+    os.close(fd)
+    return f"tried to write {path}: {WRITES_CONFINED}"

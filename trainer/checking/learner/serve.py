@@ -49,6 +49,7 @@ class _Server:
         self.handles: dict[int, tuple[object, Any]] = {}  # handle -> (outputs, ctx)
         self.next_handle = 0
         self.guard = NamespaceGuard.for_torch([torch.Tensor, torch.autograd.Function])
+        self.protection: dict[str, Any] | None = None  # host protection, set before load
 
     def handle(
         self, request: dict[str, Any], blobs: list[bytes]
@@ -97,12 +98,13 @@ class _Server:
         return reply, reply_blobs
 
     def load(self) -> dict[str, Any]:
+        reply: dict[str, Any] = {"protection": self.protection}
         try:
             module = import_source(self.source, self.path)
             self.function_class = find_function_class(module, self.exercise, self.path)
         except LearnerProblem as problem:
-            return {"problem": {"message": problem.message, "details": problem.details}}
-        return {}
+            reply["problem"] = {"message": problem.message, "details": problem.details}
+        return reply
 
     def forward(
         self, request: dict[str, Any], blobs: list[bytes], reply_blobs: list[bytes]
@@ -432,6 +434,7 @@ def run(task: LearnerTask) -> None:
     source = str(learner.get("source", ""))
     os.chdir(str(learner.get("cwd") or path.parent))
     server = _Server(expected, source, path)
+    server.protection = task.protection.to_dict() if task.protection else None
     code = 0
     try:
         while True:

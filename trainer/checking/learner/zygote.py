@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainer.checking import processes, transport
-from trainer.checking.learner import loading
+from trainer.checking.learner import confine, loading
+from trainer.checking.report import ProtectionLevel
 
 
 @dataclass
@@ -36,12 +37,14 @@ class LearnerTask:
 
     learner: dict[str, Any]  # class name, parameter names, outputs, file, source
     fd: int
+    protection: ProtectionLevel | None = None  # what it runs under, decided before the file ran
 
 
 @dataclass
 class _Learner:
     control: socket.socket
     exit_code: int | None = None
+    scratch: str | None = None  # its own folder (host protection), removed when it ends
 
 
 class _ZygoteExit(Exception):
@@ -51,6 +54,7 @@ class _ZygoteExit(Exception):
 def serve(sock: socket.socket) -> LearnerTask:
     """Fork learner processes on request; returns only in a forked learner process."""
     processes.become_subreaper()
+    confine.prepare()
     learners: dict[int, _Learner] = {}
     selector = selectors.DefaultSelector()
     selector.register(sock, selectors.EVENT_READ, None)
@@ -83,13 +87,15 @@ def _on_request(
             os.close(fd)
         return None
     control_fd, learner_fd, output_fd = fds
+    scratch = _scratch_folder()
     pid = os.fork()
     if pid == 0:
+        header["scratch"] = scratch
         return _become_learner(sock, learners, header, control_fd, learner_fd, output_fd)
     os.close(learner_fd)
     os.close(output_fd)
     control = socket.socket(fileno=control_fd)
-    learners[pid] = _Learner(control)
+    learners[pid] = _Learner(control, scratch=scratch)
     selector.register(control, selectors.EVENT_READ, pid)
     with contextlib.suppress(OSError):
         transport.send_with_fds(control, {"pid": pid})
@@ -115,10 +121,25 @@ def _become_learner(
     os.close(output_fd)
     processes.set_dumpable(True)
     limit = header.get("memory_limit_mb")
-    if limit_memory(limit):
+    memory = limit_memory(limit)
+    if memory:
         loading.MEMORY_LIMIT_MB = int(limit)  # type: ignore[arg-type]
     facts = header.get("learner")
-    return LearnerTask(facts if isinstance(facts, dict) else {}, learner_fd)
+    facts = facts if isinstance(facts, dict) else {}
+    # Host protection (issue 16), before anything of the learner's runs.
+    scratch = header.get("scratch")
+    if scratch:
+        facts["cwd"] = scratch
+    file = str(facts.get("file", ""))
+    protection = confine.confine(header.get("confine"), scratch, file, memory)
+    return LearnerTask(facts, learner_fd, protection)
+
+
+def _scratch_folder() -> str | None:
+    try:
+        return confine.scratch_folder()
+    except OSError:
+        return None  # the level will say that files are not confined
 
 
 def _on_control(pid: int, selector: selectors.BaseSelector, learners: dict[int, _Learner]) -> None:
@@ -144,6 +165,7 @@ def _stop(pid: int, learners: dict[int, _Learner], selector: selectors.BaseSelec
             _, status = os.waitpid(pid, 0)
             learner.exit_code = processes.exit_code(status)
     processes.end_strays(keep=set(learners))
+    confine.release(pid, learner.scratch)
     with contextlib.suppress(OSError):
         transport.send_with_fds(learner.control, {"stopped": True, "code": learner.exit_code})
     with contextlib.suppress(KeyError, ValueError):
@@ -166,22 +188,22 @@ def _reap(learners: dict[int, _Learner]) -> None:
                 transport.send_with_fds(learner.control, {"exit": pid, "code": learner.exit_code})
 
 
-def limit_memory(megabytes: object) -> bool:
+def limit_memory(megabytes: object) -> str | None:
     """Cap the address space: a runaway allocation fails here, it does not freeze the machine.
 
-    The cap is what the process already maps (torch is large) plus ``megabytes``.
-    True when a cap is in force.
+    The cap is what the process already maps (torch is large) plus ``megabytes``; the
+    hard limit too, so the learner's code cannot lift it. Returns how, or None: no cap.
     """
     if not isinstance(megabytes, int) or megabytes <= 0:
-        return False
+        return None
     try:
         with open("/proc/self/statm") as statm:
             mapped = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
     except OSError:
-        return False  # not Linux: no cap
+        return None  # not Linux: no cap
     cap = mapped + megabytes * 1024 * 1024
     _, hard = resource.getrlimit(resource.RLIMIT_AS)
     if hard != resource.RLIM_INFINITY:
         cap = min(cap, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
-    return True
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    return f"{megabytes} MiB beyond torch (RLIMIT_AS)"

@@ -83,6 +83,7 @@ def run(job: dict[str, Any], result_fd: int, zygote: socket.socket, plan: Any = 
         source=str(job["source"]),
         path=path,
         memory_limit_mb=job.get("memory_limit_mb"),
+        confine=job.get("confine"),
     )
     if sandbox.pid:
         channel.send(type="learner", pid=sandbox.pid)
@@ -108,6 +109,8 @@ def run(job: dict[str, Any], result_fd: int, zygote: socket.socket, plan: Any = 
             pictures=outcome.pictures,
         )
         channel.send(type="stage-end", result=result.to_dict(), notes=outcome.notes)
+        if stage == "load":  # host protection (issue 16): what the learner's process ran under
+            channel.send(type="protection", level=sandbox.protection)
         return outcome
 
     checked = Checked(

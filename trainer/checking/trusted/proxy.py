@@ -58,6 +58,7 @@ class Sandbox:
         self.input_layout = "plain"
         self.grad_layout = "plain"
         self.device = "cpu"
+        self.protection: object = None  # host protection, as the process said when loading
 
     @contextlib.contextmanager
     def layouts(self, inputs: str = "plain", grads: str = "plain") -> Iterator[None]:
@@ -77,6 +78,7 @@ class Sandbox:
         source: str,
         path: Path,
         memory_limit_mb: object = None,
+        confine: object = None,
     ) -> Sandbox:
         """Ask the zygote for a fresh learner process for ``source``."""
         control, control_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -92,7 +94,12 @@ class Sandbox:
         try:
             transport.send_with_fds(
                 zygote,
-                {"op": "spawn", "learner": learner, "memory_limit_mb": memory_limit_mb},
+                {
+                    "op": "spawn",
+                    "learner": learner,
+                    "memory_limit_mb": memory_limit_mb,
+                    "confine": confine,  # host protection's limits (issue 16)
+                },
                 [control_theirs.fileno(), calls_theirs.fileno(), 1],  # 1: the output pipe
             )
             reply, _ = transport.receive_with_fds(control, 0)
@@ -184,6 +191,7 @@ class Sandbox:
 
     def load(self) -> dict[str, Any]:
         reply, _ = self.call({"op": "load"})
+        self.protection = reply.get("protection")
         return reply
 
     def forward(
