@@ -406,3 +406,23 @@ def test_pictures_are_coloured_only_on_a_terminal_without_no_color():
     assert use_color(is_terminal=True, environ={})
     assert not use_color(is_terminal=False, environ={})
     assert not use_color(is_terminal=True, environ={"NO_COLOR": "1"})
+
+
+def test_check_with_plot_draws_the_slope_under_the_report_and_json_carries_no_pictures_without_it():
+    from tests.conftest import REPO, run_cli
+
+    wrong = REPO / "solutions" / "wrong" / "clipped_relu" / "no_mask.py"
+    drawn = run_cli("check", "clipped_relu", "--file", str(wrong), "--plot")
+    assert drawn.exit_code == 1
+    assert "Slope of your gradient for `input_tensor`" in drawn.stdout
+    assert "a missing mask?" in drawn.stdout
+    plain = run_cli("check", "clipped_relu", "--file", str(wrong), "--json")
+    assert all("pictures" not in stage for stage in plain.json()["stages"])
+
+
+def test_plot_draws_a_right_gradient_too():
+    from tests.conftest import REPO, run_cli
+
+    result = run_cli("plot", "sigmoid", "--file", str(REPO / "solutions" / "sigmoid.py"))
+    assert result.exit_code == 0
+    assert "wrong at 0 of" in result.stdout

@@ -37,6 +37,7 @@ from trainer.errors import ExitCode, SpecFieldError, TrainerError
 COMMAND_MODULES = {
     "start": "trainer.commands.start",
     "check": "trainer.commands.check",
+    "plot": "trainer.commands.plot",
     "hint": "trainer.commands.hint",
     "quiz": "trainer.commands.quiz",
     "list": "trainer.commands.list_exercises",

@@ -711,3 +711,30 @@ def grade_table(exercise_id: str, grades: Sequence[Grade], junit: Path | None) -
     out.print(f"{passed} of {len(grades)} submissions passed.")
     if junit is not None:
         out.print(f"JUnit XML written to [bold]{_relative(junit)}[/].")
+
+
+def pictures(report: CheckReport, plot: bool | None) -> bool:
+    """Draw the report's pictures under it, where they help (see trainer.pictures):
+    on a wide enough terminal, or when asked with --plot. True when something was drawn."""
+    import os
+    import shutil
+    import sys
+
+    data = [p for stage in report.stages for p in stage.pictures]
+    if not data:
+        return False
+    from trainer.pictures import render_pictures, should_draw, use_color
+
+    terminal = sys.stdout.isatty()
+    columns = shutil.get_terminal_size().columns
+    if not should_draw(
+        plot, json_output=False, is_terminal=terminal, columns=columns, environ=os.environ
+    ):
+        return False
+    from rich.text import Text
+
+    text = render_pictures(
+        data, width=min(columns, 100), color=use_color(is_terminal=terminal, environ=os.environ)
+    )
+    out.print(Text.from_ansi(text))
+    return True

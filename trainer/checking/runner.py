@@ -277,6 +277,7 @@ def run_check(
     memory_limit_mb: int = DEFAULT_MEMORY_LIMIT_MB,
     stop_after_failure: bool = False,
     limits: HostLimits | None = None,
+    draw_always: bool = False,
 ) -> CheckReport:
     """Check ``file`` against ``exercise`` and return the report.
 
@@ -311,6 +312,7 @@ def run_check(
         "double_backward": double_backward,
         "memory_limit_mb": memory_limit_mb,
         "stop_after_failure": stop_after_failure,
+        "draw_always": draw_always,
         "confine": (limits or HostLimits()).for_job(timeout),
         "token": token,
     }

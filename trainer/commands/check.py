@@ -73,6 +73,13 @@ def check(
             "--verbose", "-v", help="Show every stage's details, not only the first failure's."
         ),
     ] = False,
+    plot: Annotated[
+        bool | None,
+        typer.Option(
+            "--plot/--no-plot",
+            help="Pictures of a wrong gradient under the report (default: on a wide terminal).",
+        ),
+    ] = None,
     workspace: WorkspaceOption = None,
     exercises_dir: ExercisesDirOption = None,
 ) -> None:
@@ -104,9 +111,14 @@ def check(
     left, summary = session.record_check(exercise, report.passed)
     session.show_notices()
     if as_json:
-        console.print_json(json.dumps(report.to_dict(), indent=2))
+        document = report.to_dict()
+        if not plot:  # the pictures' data only when asked for
+            for stage in document["stages"]:
+                stage.pop("pictures", None)
+        console.print_json(json.dumps(document, indent=2))
     else:
         console.check_report(report, exercise, interview_left=left, verbose=verbose)
+        console.pictures(report, plot)
         if summary is not None:
             console.interview_summary(summary)
         if report.passed:

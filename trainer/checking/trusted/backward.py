@@ -34,8 +34,14 @@ def backward_stage(checked: Checked) -> StageOutcome:
         if exercise.expected_gradient
         else f"autograd of `{exercise.reference}`"
     )
-    return summarise(
+    outcome = summarise(
         failures,
         len(plan.runs),
         f"gradients for {names} match {target} on {len(plan.runs)} runs with random upstream gradients",
     )
+    if not failures and checked.draw_always:  # `trainer plot` on a right gradient
+        first = plan.runs[0]
+        grads = learner_gradients(function_class, first, exercise)
+        if isinstance(grads, dict):
+            outcome.pictures = draw(checked, first, grads, None, only_wrong=False)
+    return outcome

@@ -122,6 +122,7 @@ def run(job: dict[str, Any], result_fd: int, zygote: socket.socket, plan: Any = 
         reference_saved=reference_saved_bytes(exercise, plan, job.get("solution")),
         double_backward=double_backward,
         stop_after_failure=bool(job.get("stop_after_failure")),
+        draw_always=bool(job.get("draw_always")),
     )
     run_stages(checked, report)
     sandbox.stop()

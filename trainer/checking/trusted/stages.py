@@ -67,6 +67,8 @@ class Checked:
     double_backward: bool = False
     # Validation only needs the first failing stage: the rest are skipped.
     stop_after_failure: bool = False
+    # `trainer plot`: pictures of the gradient even when it is right.
+    draw_always: bool = False
 
 
 @dataclass
