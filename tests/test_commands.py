@@ -226,3 +226,11 @@ def test_python_dash_m_trainer_runs_the_cli():
     assert result.returncode == 0
     for command in ("start", "check", "hint", "quiz", "list"):
         assert command in result.stdout
+
+
+def test_quiz_concepts_asks_the_shared_questions_and_keeps_the_best_score():
+    answers = "1\n" * 20
+    result = run_cli("quiz", "concepts", "--seed", "0", input=answers)
+    assert result.exit_code == 0, result.stdout
+    assert "trainer quiz concepts" in result.stdout or "Score:" in result.stdout
+    assert "Score:" in result.stdout

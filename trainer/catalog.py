@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 
 from trainer.errors import SpecError, UnknownExerciseError
-from trainer.spec import DIFFICULTIES, TRACKS, Exercise, load_exercise
+from trainer.spec import DIFFICULTIES, TRACKS, Exercise, SharedQuiz, load_exercise, load_shared_quiz
 
 _PACKAGE = Path(__file__).resolve().parent
 EXERCISES_ENV = "TRAINER_EXERCISES"
@@ -65,6 +65,14 @@ class Catalog:
             if root.resolve() not in [r.resolve() for r in roots]:
                 roots.append(root)
         return cls(roots)
+
+    def shared_quiz(self, quiz_id: str) -> SharedQuiz | None:
+        """A quiz on shared concepts (``quizzes/<id>.yaml`` in a root), if there is one."""
+        for root in self.roots:
+            path = root / "quizzes" / f"{quiz_id}.yaml"
+            if path.is_file():
+                return load_shared_quiz(path, self._display.get(path, str(path)))
+        return None
 
     @cached_property
     def _paths(self) -> dict[str, Path]:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainer.spec import Exercise, QuizQuestion
+from trainer.spec import Exercise, QuizQuestion, SharedQuiz
 from trainer.state import Progress, State
 
 if TYPE_CHECKING:
@@ -397,7 +397,7 @@ def quiz_feedback(question: QuizQuestion, correct: bool) -> None:
         )
 
 
-def quiz_score(exercise: Exercise, score: int, total: int, best: int | None) -> None:
+def quiz_score(exercise: Exercise | SharedQuiz, score: int, total: int, best: int | None) -> None:
     out.print(
         f"\n[bold]Score: {score} of {total}.[/]"
         + (f" Best so far: {best} of {total}." if best is not None else "")

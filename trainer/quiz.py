@@ -8,7 +8,7 @@ import random
 import re
 from collections.abc import Sequence
 
-from trainer.spec import Exercise, QuizQuestion
+from trainer.spec import Exercise, QuizQuestion, SharedQuiz
 from trainer.state import StateStore
 
 # "Choice 2", "choices 1 and 4", "choice 3 or 4" in an explanation: renumbered with the choices.
@@ -50,7 +50,7 @@ def parse_choice(text: str, question: QuizQuestion) -> int | None:
     return choice if 1 <= choice <= len(question.choices) else None
 
 
-def record_score(exercise: Exercise, store: StateStore, score: int) -> int:
+def record_score(exercise: Exercise | SharedQuiz, store: StateStore, score: int) -> int:
     """Save ``score`` if it is the best so far; return the best."""
     with store.update() as state:
         progress = state.progress(exercise.id)

@@ -644,3 +644,36 @@ def load_exercise(path: Path, display_name: str | None = None) -> Exercise:
 
 # The C loader is several times faster; both are safe loaders.
 _SafeLoader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+@dataclass
+class SharedQuiz:
+    """A quiz of its own, on concepts many exercises share (``quizzes/<id>.yaml``)."""
+
+    id: str
+    title: str
+    quiz: tuple[QuizQuestion, ...]
+
+
+def load_shared_quiz(path: Path, display_name: str | None = None) -> SharedQuiz:
+    """Read and validate a shared quiz: ``format_version``, ``id``, ``title``, ``quiz``."""
+    name = display_name or str(path)
+    try:
+        data: Any = yaml.load(path.read_text(encoding="utf-8-sig"), Loader=_SafeLoader)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise SpecError(f"{name}: cannot be read as YAML: {error}") from None
+    root = _Node(data, name, "")
+    root.mapping(["format_version", "id", "title", "quiz"])
+    version = root.child("format_version").integer(minimum=1)
+    if version > FORMAT_VERSION:
+        raise root.child("format_version").fail(
+            f"{version} is newer than this trainer understands ({FORMAT_VERSION})"
+        )
+    quiz_id = root.child("id").text(ID_PATTERN, "an id (lower case letters, digits, _)")
+    if quiz_id != path.stem:
+        raise root.child("id").fail(f"{quiz_id!r} must match the file name ({path.stem!r})")
+    return SharedQuiz(
+        id=quiz_id,
+        title=root.child("title").text(),
+        quiz=tuple(_question(q) for q in root.child("quiz").items(min_items=3)),
+    )

@@ -16,7 +16,7 @@ from trainer.commands.common import (
     WorkspaceOption,
 )
 from trainer.errors import TrainerError
-from trainer.spec import Exercise
+from trainer.spec import Exercise, SharedQuiz
 
 app = typer.Typer(add_completion=False)
 
@@ -36,13 +36,17 @@ def quiz(
 ) -> None:
     """Answer the exercise's multiple-choice questions, choices shuffled; the best score is kept.
 
+    `trainer quiz concepts` asks the questions every exercise shares (grad_output,
+    one gradient per input, what to save, in-place edits, kinks, gradcheck).
+
     Example: trainer quiz sigmoid
     """
     session = Session(ctx, workspace, exercises_dir)
-    run_quiz(session, session.exercise(exercise_id), seed)
+    shared = session.catalog.shared_quiz(exercise_id) if exercise_id else None
+    run_quiz(session, shared or session.exercise(exercise_id), seed)
 
 
-def run_quiz(session: Session, exercise: Exercise, seed: int | None = None) -> None:
+def run_quiz(session: Session, exercise: Exercise | SharedQuiz, seed: int | None = None) -> None:
     """Ask every question, then keep the score (nothing is saved when input runs out)."""
     from trainer.quiz import parse_choice, record_score, shuffled
 
