@@ -464,6 +464,8 @@ def test_an_interrupt_during_a_check_leaves_the_cell_saved_whole_and_nothing_run
         assert not _left_running(under_way), "a process of the interrupted check is left"
 
         reply, text = _run(client, f"%%trainer check sigmoid\n{RIGHT_CELL}")
+        if reply["status"] == "aborted":  # the kernel may still drop a request sent as it recovers
+            reply, text = _run(client, f"%%trainer check sigmoid\n{RIGHT_CELL}")
         assert reply["status"] == "ok"
         assert re.search(r"All \d+ stages passed", text) and "cold start" in text  # a fresh server
     finally:
