@@ -19,6 +19,8 @@ import watchfiles
 
 DEBOUNCE_MS = 150  # editors write a file in several events; one check per save
 TICK_MS = 100  # how often keys are looked at while nothing changes
+# Quiet time that ends a save: the events of one write come within a few ms.
+STEP_MS = 20
 
 
 def watch_loop(
@@ -45,7 +47,7 @@ def watch_loop(
             watched.parent,
             watch_filter=is_watched,
             debounce=DEBOUNCE_MS,
-            step=50,
+            step=STEP_MS,
             stop_event=stop,
             rust_timeout=TICK_MS,
             yield_on_timeout=True,
