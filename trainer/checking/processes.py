@@ -87,13 +87,6 @@ def kill_group(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
-def exit_words(status: int) -> str:
-    """How a process ended, from its ``waitpid`` status."""
-    if os.WIFSIGNALED(status):
-        return signal_words(os.WTERMSIG(status))
-    return f"exited with code {os.WEXITSTATUS(status)}"
-
-
 def signal_words(number: int) -> str:
     if number == signal.SIGXCPU:  # host protection's CPU-time cap (RLIMIT_CPU)
         return "used up the CPU time a check allows and was stopped (SIGXCPU): an endless loop?"
