@@ -491,3 +491,17 @@ def test_the_same_error_in_several_stages_is_shown_once(service, tmp_path):
     assert all(s.message == f"same error as {failed[0].title} above" for s in failed[1:]), [
         s.message for s in failed
     ]
+
+
+def test_the_largest_errors_show_the_input_at_each_index(service, tmp_path):
+    source = (
+        Path(__file__).resolve().parent.parent
+        / "solutions"
+        / "wrong"
+        / "clipped_relu"
+        / "no_mask.py"
+    ).read_text()
+    report = check(service, tmp_path, "clipped_relu", source)
+    backward = next(s for s in report.stages if s.id == "backward")
+    lines = [line for line in backward.details if "expected" in line and "got" in line]
+    assert lines and all("(at input_tensor = " in line for line in lines), backward.details

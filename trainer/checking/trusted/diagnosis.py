@@ -262,12 +262,17 @@ def named(mistake: str, text: str, input_name: str = "") -> dict[str, Any]:
     return Diagnosis(mistake=mistake, input=input_name, text=text).to_dict()
 
 
-def view_lines(diagnosis: Diagnosis) -> list[str]:
-    """The compact view as short lines for the table."""
+def view_lines(diagnosis: Diagnosis, value: torch.Tensor | None = None) -> list[str]:
+    """The compact view as short lines for the table; with ``value`` (the input the
+    gradient belongs to, when it has the gradient's shape), the input there too."""
     lines = []
     for item in diagnosis.view:
         index = "[" + ", ".join(map(str, item["index"])) + "]"
+        at = ""
+        if value is not None and value.is_floating_point():
+            at = f" (at {diagnosis.input} = {float(value[tuple(item['index'])]):.6g})"
         lines.append(
-            f"  {diagnosis.input}{index}: expected {item['expected']:.6g}, got {item['got']:.6g}"
+            f"  {diagnosis.input}{index}: expected {item['expected']:.6g}, "
+            f"got {item['got']:.6g}{at}"
         )
     return lines

@@ -288,7 +288,12 @@ def compare_gradients(
             atol=max(run.tolerance.atol * 100, 1e-6),
         )
         summary = mismatch.summary
-        details = [f"largest errors ({mismatch.allowed}):", *view_lines(found)]
+        value = dict(zip((p.name for p in run.params), run.args, strict=True)).get(name)
+        same_shape = isinstance(value, torch.Tensor) and value.shape == got.shape
+        details = [
+            f"largest errors ({mismatch.allowed}):",
+            *view_lines(found, value if same_shape else None),  # type: ignore[arg-type]
+        ]
         if found.mistake == "unknown":
             details.insert(0, found.text[0].upper() + found.text[1:] + ".")
         else:
