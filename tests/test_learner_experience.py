@@ -477,3 +477,48 @@ def test_new_prints_the_one_exercise_validate_command_the_readme_gives(tmp_path:
 def test_the_readme_gives_the_exit_codes_of_grade():
     row = next(line for line in _readme().splitlines() if line.startswith("| `trainer grade"))
     assert "Exit 0 when grading completed" in row and "2 when" in row
+
+
+PRINTS = """\
+import torch
+
+
+class MySigmoid(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.sigmoid(x)
+        ctx.save_for_backward(y)
+        print("forward sees", tuple(x.shape))
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        return grad_output * y * {tail}
+"""
+
+
+def test_a_failing_check_shows_what_the_code_printed_for_the_first_failing_case(tmp_path):
+    from tests.conftest import run_cli
+
+    path = tmp_path / "sigmoid.py"
+    path.write_text(PRINTS.format(tail="2"), encoding="utf-8")  # wrong: forgets (1 - y)
+    result = run_cli("check", "sigmoid", "--file", str(path), "--no-plot")
+    assert result.exit_code == 1
+    assert "your code printed for x: (7,) in float32" in result.stdout
+    assert "forward sees (7,)" in result.stdout
+    assert "lines printed in all: trainer check --show-output shows them" in result.stdout
+
+
+def test_a_passing_check_says_its_output_was_hidden_and_show_output_shows_it(tmp_path):
+    from tests.conftest import run_cli
+
+    path = tmp_path / "sigmoid.py"
+    path.write_text(PRINTS.format(tail="(1 - y)"), encoding="utf-8")
+    quiet = run_cli("check", "sigmoid", "--file", str(path), "--no-plot")
+    assert quiet.exit_code == 0
+    assert "forward sees" not in quiet.stdout
+    assert "hidden on a pass" in quiet.stdout
+    shown = run_cli("check", "sigmoid", "--file", str(path), "--no-plot", "--show-output")
+    assert shown.exit_code == 0
+    assert "forward sees (7,)" in shown.stdout

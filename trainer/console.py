@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from trainer.authoring import Validation
-    from trainer.checking.report import CheckReport, ProtectionLevel
+    from trainer.checking.report import CheckReport, ProtectionLevel, StageResult
     from trainer.grading import Grade
     from trainer.interview import InterviewSummary
     from trainer.workspace import StartResult
@@ -224,6 +224,7 @@ def check_report(
     interview_left: float | None = None,
     watching: bool = False,
     verbose: bool = False,
+    show_output: bool = False,
 ) -> None:
     """The verdict of every stage, then what failed, then one summary line.
 
@@ -263,9 +264,7 @@ def check_report(
             + _text(PROTECTION_ADVICE, style="dim")
         )
     failure = report.first_failure
-    if failure is not None and report.output.strip():
-        tail = "\n".join(report.output.rstrip().splitlines()[-15:])
-        out.print(_panel(_text(tail), title="your code printed (last lines)", expand=False))
+    _printed(report, failure, show_output)
     clock = (
         f" [bold magenta]Interview: {_clock(interview_left)} left.[/]"
         if interview_left is not None
@@ -284,6 +283,40 @@ def check_report(
         out.print(
             f"[bold red]✘ {failed} of {plural(len(report.stages), 'stage')} failed[/], first: "
             f"{failure.title}. Fix {file_name} and {again}; stuck? {stuck}.{clock}"
+        )
+
+
+def _printed(report: CheckReport, failure: StageResult | None, show_output: bool) -> None:
+    """What the learner's code printed: all of it when asked; else, on a failure, what it
+    printed during the failing stage; on a pass, only that something was printed."""
+    count = plural(report.output_lines, "line")
+    if show_output and report.output.strip():
+        out.print(
+            _panel(_text(report.output.rstrip()), title=f"your code printed {count}", expand=False)
+        )
+        return
+    if failure is not None:
+        case = f"{failure.id}|{failure.case}"
+        during = report.output_by_stage.get(case, "").rstrip()
+        where = f"for {failure.case}" if during else ""
+        if not during:
+            during = report.output_by_stage.get(failure.id, "").rstrip()
+            where = f"during {failure.title.lower()}"
+        if during:
+            lines = during.splitlines()
+            shown = "\n".join(lines[-15:])
+            title = f"your code printed {where} (last {min(len(lines), 15)} lines)"
+            out.print(_panel(_text(shown), title=title, expand=False))
+            out.print(
+                _text(
+                    f"{count} printed in all: trainer check --show-output shows them", style="dim"
+                )
+            )
+        return
+    if report.output_lines:
+        out.print(
+            _text(f"note: your code printed {count}, hidden on a pass ", style="dim")
+            + _text("(trainer check --show-output shows them)", style="dim")
         )
 
 

@@ -86,6 +86,7 @@ class StageResult:
     diagnosis: dict[str, Any] | None = None
     # Pictures of a wrong gradient, as plain data (see trainer.checking.picture_data).
     pictures: list[dict[str, Any]] = field(default_factory=list)
+    case: str = ""  # the run (case and dtype) the first failure happened in
 
     @property
     def title(self) -> str:
@@ -112,6 +113,7 @@ class StageResult:
             details=[str(d) for d in details] if isinstance(details, list) else [],
             seconds=float(data.get("seconds", 0.0) or 0.0),
             diagnosis=diagnosis if isinstance(diagnosis, dict) else None,
+            case=str(data.get("case", "")),
             pictures=[p for p in data.get("pictures", []) if isinstance(p, dict)]
             if isinstance(data.get("pictures"), list)
             else [],
@@ -129,6 +131,10 @@ class CheckReport:
     # The tail of what the learner's code printed, shown when a stage fails.
     output: str = ""
     notes: list[str] = field(default_factory=list)  # advice that does not fail the check
+    # What the learner's code printed during each stage (the last lines of each),
+    # and how many lines it printed in all.
+    output_by_stage: dict[str, str] = field(default_factory=dict)
+    output_lines: int = 0
     # The host protection the learner's process ran under; None: it never said (it did not start).
     protection: ProtectionLevel | None = None
 

@@ -37,6 +37,7 @@ from trainer.checking.report import (
     StageResult,
     Verdict,
 )
+from trainer.checking.wording import OUTPUT_MARK
 from trainer.errors import TrainerError
 from trainer.spec import Exercise
 from trainer.vocabulary import STAGE_BY_ID
@@ -233,6 +234,11 @@ class _Collected:
     output: str = ""
     notes: list[str] = field(default_factory=list)
     protection: ProtectionLevel | None = None
+    mark: str = ""  # this job's output mark: the learner's process never holds it
+    stage_of_output: str = ""
+    by_stage: dict[str, str] = field(default_factory=dict)
+    output_lines: int = 0
+    _partial: str = ""
 
     def handle(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
@@ -262,7 +268,34 @@ class _Collected:
             self.done = True
 
     def add_output(self, chunk: bytes) -> None:
-        self.output = (self.output + chunk.decode("utf-8", "replace"))[-OUTPUT_TAIL * 4 :]
+        """Split what arrives on the output pipe by the checker's stage marks (lines
+        that start with OUTPUT_MARK and this job's mark); keep the tail of each."""
+        self._partial += chunk.decode("utf-8", "replace")
+        *lines, self._partial = self._partial.split("\n")
+        marker = f"{OUTPUT_MARK}{self.mark} " if self.mark else None
+        kept: list[str] = []
+        for line in lines:
+            at = line.find(marker) if marker is not None else -1
+            if at >= 0 and marker is not None:  # a mark, maybe after an unfinished line
+                self.stage_of_output = line[at + len(marker) :].strip()
+                if at == 0:
+                    continue
+                line = line[:at]
+            kept.append(line)
+            self.output_lines += 1
+            if self.stage_of_output:
+                # Under the stage ("backward") and under the stage and run ("backward|x: (7,) in float32").
+                stage = self.stage_of_output.split("|", 1)[0]
+                for key in {stage, self.stage_of_output}:
+                    tail = self.by_stage.get(key, "") + line + "\n"
+                    self.by_stage[key] = tail[-OUTPUT_TAIL:]
+        if kept:
+            self.output = (self.output + "\n".join(kept) + "\n")[-OUTPUT_TAIL * 4 :]
+
+    def finish_output(self) -> None:
+        """A last line without its newline is output too."""
+        if self._partial:
+            self.add_output(b"\n")
 
 
 def run_check(
@@ -315,6 +348,7 @@ def run_check(
         "draw_always": draw_always,
         "confine": (limits or HostLimits()).for_job(timeout),
         "token": token,
+        "output_mark": secrets.token_hex(8),
     }
     if service is None:
         with CheckingService() as own:
@@ -334,7 +368,7 @@ def _run_job(
     seed = int(job["seed"])
     token = str(job["token"])
     launched = service.launch(job)
-    collected = _Collected()
+    collected = _Collected(mark=str(job.get("output_mark", "")))
     try:
         # The limit is for the check itself, not for starting the server.
         timed_out = _collect(launched, token, collected, time.monotonic() + timeout)
@@ -358,6 +392,8 @@ def _run_job(
     stages = _stages(collected, timed_out, timeout, returncode)
     report = _report(exercise, file, raw, seed, stages, started, collected.output[-OUTPUT_TAIL:])
     report.notes = collected.notes
+    report.output_by_stage = dict(collected.by_stage)
+    report.output_lines = collected.output_lines
     report.protection = collected.protection
     return report
 
@@ -408,6 +444,7 @@ def _collect(launched: Launched, token: str, collected: _Collected, deadline: fl
                     if secrets.compare_digest(str(header.get("token", "")), token):
                         collected.handle(header)  # anything unstamped is not the checker's
         _drain_output(selector, launched.output_read, collected)
+        collected.finish_output()
     finally:
         selector.close()
     return False

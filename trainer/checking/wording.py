@@ -13,3 +13,8 @@ def describe_exception(error: BaseException) -> str:
     first = text.splitlines()[0] if text else ""
     name = type(error).__name__
     return f"{name}: {first}" if first else name
+
+
+# Starts a line the checker writes into the output stream before each stage,
+# followed by the job's mark (which the learner's process never holds) and the stage.
+OUTPUT_MARK = "\x1etrainer-stage "

@@ -73,6 +73,10 @@ def check(
             "--verbose", "-v", help="Show every stage's details, not only the first failure's."
         ),
     ] = False,
+    show_output: Annotated[
+        bool,
+        typer.Option("--show-output", help="Show everything your code printed, pass or fail."),
+    ] = False,
     plot: Annotated[
         bool | None,
         typer.Option(
@@ -117,7 +121,9 @@ def check(
                 stage.pop("pictures", None)
         console.print_json(json.dumps(document, indent=2))
     else:
-        console.check_report(report, exercise, interview_left=left, verbose=verbose)
+        console.check_report(
+            report, exercise, interview_left=left, verbose=verbose, show_output=show_output
+        )
         console.pictures(report, plot)
         if summary is not None:
             console.interview_summary(summary)

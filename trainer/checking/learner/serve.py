@@ -419,6 +419,15 @@ def look_plain() -> None:
     sys.argv = ["-c"]
 
 
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
+        try:
+            if stream is not None:
+                stream.flush()
+        except BaseException:  # the learner may have replaced or closed them
+            pass
+
+
 def run(task: LearnerTask) -> None:
     """Answer the checker's calls until it closes the socket; never returns.
 
@@ -443,6 +452,7 @@ def run(task: LearnerTask) -> None:
             except transport.PeerGone:
                 break
             reply, reply_blobs = server.handle(request, blobs)
+            _flush()  # what this call printed reaches the output before the next stage's mark
             transport.send(task.fd, reply, reply_blobs)
     except BaseException:  # nothing may escape: end quietly, the checker sees it
         code = 3

@@ -61,7 +61,13 @@ def run(job: dict[str, Any], result_fd: int, zygote: socket.socket, plan: Any = 
     """Check one file; the caller exits the process afterwards."""
     from trainer.checking.trusted.plan import reference_saved_bytes
     from trainer.checking.trusted.proxy import Sandbox, proxy_function
-    from trainer.checking.trusted.stages import Checked, StageOutcome, run_stages, stage_ids
+    from trainer.checking.trusted.stages import (
+        Checked,
+        StageOutcome,
+        mark_output,
+        run_stages,
+        stage_ids,
+    )
 
     channel = Channel(result_fd, str(job.get("token", "")))
     try:
@@ -90,7 +96,12 @@ def run(job: dict[str, Any], result_fd: int, zygote: socket.socket, plan: Any = 
     double_backward = bool(job.get("double_backward"))
     channel.send(type="ready", stages=stage_ids(exercise, double_backward))
 
+    from trainer.checking.trusted import stages
+
+    stages._OUTPUT["mark"] = str(job.get("output_mark", ""))
+
     def report(stage: str, body: Callable[[], StageOutcome]) -> StageOutcome:
+        mark_output(stage=stage)  # what the learner's code prints now belongs to this stage
         channel.send(type="stage-start", stage=stage)
         started = time.monotonic()
         try:
@@ -107,6 +118,7 @@ def run(job: dict[str, Any], result_fd: int, zygote: socket.socket, plan: Any = 
             seconds=round(time.monotonic() - started, 4),
             diagnosis=outcome.diagnosis,
             pictures=outcome.pictures,
+            case=outcome.case,
         )
         channel.send(type="stage-end", result=result.to_dict(), notes=outcome.notes)
         if stage == "load":  # host protection (issue 16): what the learner's process ran under

@@ -14,6 +14,7 @@ from trainer.checking.trusted.stages import (
     _lines,
     apply,
     explain,
+    mark_output,
     output_name,
     summarise,
 )
@@ -23,6 +24,7 @@ from trainer.spec import Exercise
 def call_forward(
     function_class: type[torch.autograd.Function], run: Run, exercise: Exercise
 ) -> tuple[list[object], tuple[torch.Tensor, ...]] | Failure:
+    mark_output(run)
     args = run.fresh_args()
     try:
         outputs = forward_outputs(apply(function_class, args), exercise)

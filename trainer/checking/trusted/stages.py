@@ -8,9 +8,12 @@ proxy whose forward and backward are the learner's, so torch's autograd and
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
+import os
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +31,7 @@ from trainer.checking.trusted.proxy import (
     Sandbox,
     forward_outputs,
 )
-from trainer.checking.wording import NOT_WRITTEN, describe_exception
+from trainer.checking.wording import NOT_WRITTEN, OUTPUT_MARK, describe_exception
 from trainer.spec import Exercise
 from trainer.vocabulary import Stage, stages_for
 
@@ -47,6 +50,7 @@ class StageOutcome:
     # The failure's words without the run they happened in: the same error in
     # another stage is recognised by it.
     error: str = ""
+    case: str = ""  # the run the first failure happened in
 
     @property
     def passed(self) -> bool:
@@ -86,6 +90,23 @@ class Failure:
         return NOT_WRITTEN in self.message.split(":")[0]
 
 
+# The job's output mark and the stage running: what the learner's code prints
+# after a mark belongs to that stage and run (see runner._Collected.add_output).
+_OUTPUT: dict[str, str] = {"mark": "", "stage": ""}
+
+
+def mark_output(run: Run | None = None, stage: str | None = None) -> None:
+    """Write the mark that attributes what follows on the output to a stage and a run."""
+    if stage is not None:
+        _OUTPUT["stage"] = stage
+    if not _OUTPUT["mark"]:
+        return
+    label = f"|{run.label}" if run is not None else ""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+        os.write(1, f"{OUTPUT_MARK}{_OUTPUT['mark']} {_OUTPUT['stage']}{label}\n".encode())
+
+
 def summarise(failures: list[Failure], total: int, success: str) -> StageOutcome:
     """Pass with ``success``, or fail with the first failure and how many runs failed."""
     if not failures:
@@ -109,7 +130,13 @@ def summarise(failures: list[Failure], total: int, success: str) -> StageOutcome
         more = f" and {len(failures) - 4} more" if len(failures) > 4 else ""
         details.append(f"also fails for {others}{more} ({len(failures)} of {total} runs)")
     return StageOutcome(
-        FAIL, message, details, first.diagnosis, pictures=first.pictures, error=first.message
+        FAIL,
+        message,
+        details,
+        first.diagnosis,
+        pictures=first.pictures,
+        error=first.message,
+        case=first.run.label,
     )
 
 
@@ -216,6 +243,7 @@ def learner_gradients(
         if requires_grad is None
         else [n for n in run.grad_names() if n in requires_grad]
     )
+    mark_output(run)
     if args is None:
         args = run.fresh_args()
     for param, value in zip(run.params, args, strict=True):
