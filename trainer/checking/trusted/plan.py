@@ -57,7 +57,7 @@ class Run:
     @property
     def numel(self) -> int:
         """Elements in all tensor arguments: what a stage's cost grows with."""
-        return sum(int(a.numel()) for a in self.args if isinstance(a, torch.Tensor))
+        return elements(self.args)
 
     @property
     def ones(self) -> tuple[torch.Tensor, ...]:
@@ -281,7 +281,7 @@ def build_plan(exercise: Exercise, seed: int) -> Plan:
         )
         # A large case is there to catch code that depends on size: once, in float32,
         # is enough (its float64 run only serves as the truth).
-        large = sum(int(a.numel()) for a in base if isinstance(a, torch.Tensor)) > SMALL
+        large = elements(base) > SMALL
         runs += [_with_slack(exercise, narrow, generator, truth=wide)] + ([] if large else [wide])
     kink_runs = tuple(
         k for run in runs if run.numel <= SMALL for k in _kink_run(exercise, run, generator)
@@ -552,6 +552,11 @@ def _slack_for(got: torch.Tensor, truth: torch.Tensor | None) -> torch.Tensor:
     return (own + rounding).to(torch.float32)
 
 
+def elements(values: Sequence[object]) -> int:
+    """Elements in all tensor arguments: what a run's cost grows with."""
+    return sum(int(a.numel()) for a in values if isinstance(a, torch.Tensor))
+
+
 def _case_numel(case: Case) -> int:
     return sum(math.prod(v) for v in case.values.values() if isinstance(v, tuple))
 
@@ -654,7 +659,7 @@ def _run(
     # A second upstream gradient (a backward that ignores grad_output answers the
     # same for both): for small runs only, where the diagnosis looks; a large run
     # keeps one set of tensors.
-    large = sum(int(a.numel()) for a in args if isinstance(a, torch.Tensor)) > SMALL
+    large = elements(args) > SMALL
     upstream_other = upstream if large else random_upstream()
     expected_grads = gradients(upstream)
     tolerance = (
