@@ -267,3 +267,28 @@ def test_watch_ignores_keys_typed_while_a_check_runs(tmp_path):
     keys.put("q")
     runner.join(timeout=5)
     assert handled == ["q"]
+
+
+def test_a_key_typed_as_soon_as_the_prompt_shows_is_handled(tmp_path):
+    scratch = tmp_path / "sigmoid.py"
+    scratch.write_text("x\n")
+    keys: queue.Queue[str] = queue.Queue()
+    stop = threading.Event()
+    handled: list[str] = []
+
+    def prompt() -> None:
+        keys.put("q")  # the learner reads the prompt and types at once
+
+    def on_key(key: str) -> bool:
+        handled.append(key)
+        return key != "q"
+
+    runner = threading.Thread(
+        target=watch_loop,
+        args=(lambda: scratch, lambda: None, on_key, keys, stop),
+        kwargs={"prompt": prompt},
+    )
+    runner.start()
+    runner.join(timeout=5)
+    assert not runner.is_alive()
+    assert handled == ["q"]

@@ -1,8 +1,9 @@
 """Watch mode: re-check on every save, with single-key commands.
 
 The loop is independent of the console: it calls ``on_change`` when the file
-is saved (bursts of save events are debounced into one), and ``on_key`` for
-each key typed while no check runs. Keys typed during a check are dropped.
+is saved (bursts of save events are debounced into one), then ``prompt``, and
+``on_key`` for each key typed while no check runs. Keys typed during a check
+are dropped; keys typed once the prompt shows are all kept.
 """
 
 from __future__ import annotations
@@ -30,13 +31,17 @@ def watch_loop(
     keys: queue.Queue[str],
     stop: threading.Event,
     poll: bool = False,
+    prompt: Callable[[], None] = lambda: None,
 ) -> None:
     """Run ``on_change`` now and after every save of ``path()``; stop when ``on_key`` says so.
 
     ``path`` is a function because a key (next exercise) may change the file watched.
+    ``prompt`` shows the keys; it runs after the keys typed during the check are
+    dropped, so that a key typed as soon as it shows is never lost.
     """
     on_change()
-    _drain(keys)
+    drain(keys)
+    prompt()
     while not stop.is_set():
         watched = path()
 
@@ -58,7 +63,8 @@ def watch_loop(
         ):
             if changes:
                 on_change()
-                _drain(keys)  # keys typed during a check are ignored
+                drain(keys)  # keys typed during a check are ignored
+                prompt()
             while True:
                 try:
                     key = keys.get_nowait()
@@ -73,7 +79,8 @@ def watch_loop(
             return  # the watcher ended (Ctrl-C or stop)
 
 
-def _drain(keys: queue.Queue[str]) -> None:
+def drain(keys: queue.Queue[str]) -> None:
+    """Forget the keys typed so far."""
     with contextlib.suppress(queue.Empty):
         while True:
             keys.get_nowait()

@@ -58,7 +58,7 @@ def watch(
     """
     from trainer.checking.runner import CheckingService
     from trainer.hints import reveal_next_hint
-    from trainer.watch import keyboard, watch_loop
+    from trainer.watch import drain, keyboard, watch_loop
 
     session = Session(ctx, workspace, exercises_dir)
     watched = _Watched(session.exercise(exercise_id))
@@ -81,13 +81,17 @@ def watch(
         watched.passed = report.passed
         console.clear()  # each verdict on a clean screen
         console.check_report(report, exercise, watching=True)
-        console.watch_keys(report.passed)
+
+    def prompt() -> None:
+        console.watch_keys(watched.passed)
 
     def on_key(key: str) -> bool:
         if key == "q":
             return False
         if key == "c":
             check()
+            drain(keys)
+            prompt()
         elif key == "h":
             reveal = reveal_next_hint(watched.exercise, session.writable_store())
             console.hint(watched.exercise, reveal.number, reveal.text, reveal.last, watching=True)
@@ -107,7 +111,7 @@ def watch(
     stop = threading.Event()
     try:
         with keyboard(keys, stop):
-            watch_loop(path, check, on_key, keys, stop, poll=poll)
+            watch_loop(path, check, on_key, keys, stop, poll=poll, prompt=prompt)
     except KeyboardInterrupt:
         pass
     finally:
