@@ -442,7 +442,7 @@ def test_the_readme_command_table_names_every_option_of_every_command():
 
     rows = {
         m.group(1): m.group(0)
-        for m in re.finditer(r"^\| `trainer ([a-z]+)[^`]*` \|.*$", _readme(), flags=re.M)
+        for m in re.finditer(r"^\| `trainer ([a-z-]+)[^`]*` \|.*$", _readme(), flags=re.M)
     }
     shared = {"--workspace", "-w", "--exercises-dir", "--help"}
     for name, module in COMMAND_MODULES.items():

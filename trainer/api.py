@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainer.catalog import Catalog
+from trainer.catalog import Catalog, folder_feedback
 from trainer.class_source import source_of_class
 from trainer.errors import TrainerError, WorkspaceError
 from trainer.spec import Exercise
@@ -250,6 +250,7 @@ class Session:
                 solution=self.catalog.solution_path(exercise),
                 double_backward=double_backward,
                 service=service,
+                feedback=folder_feedback(exercise),
             )
         except KeyboardInterrupt:
             # Cut short between two frames, the server's bookkeeping may be off by one

@@ -11,6 +11,9 @@ ratios and whether each target is met; exits 1 when one is not.
 4. ``trainer validate`` over the whole catalogue: wall time and how busy the cores were.
 5. Re-check in a notebook: ``%%trainer check sigmoid`` of an edited cell on the
    kernel's warm checking server, from the cell's run to the report (≤ 0.3 s).
+7. With ``--grade N``: ``trainer grade`` over N generated submissions of sigmoid (right,
+   wrong, hanging and crashing files), on every core with the warm worker: wall time
+   per submission (≤ 0.3 s), and every submission graded as it should be.
 6. With ``--report-lines``: the length of a failing ``trainer check`` report at 80
    columns, over every bundled wrong variant (median ≤ 40 lines: one screen).
 """
@@ -275,6 +278,68 @@ def bench_report_lines() -> list[Row]:
     ]
 
 
+# What the generated class holds, by place: 1% hang, 4% crash, a quarter wrong.
+_HANG = "        while True:\n            pass\n"
+_CRASH = "        import os\n        os._exit(3)\n"
+GRADE_TIMEOUT = 5.0
+
+
+def _submission(index: int, right: str) -> tuple[str, str]:
+    """Submission ``index`` of a generated class: its source and what it should get."""
+    marker = "(output,) = ctx.saved_tensors\n"
+    signed = f"# submission {index}\n" + right  # every file differs (its own sha256)
+    if index % 100 == 0:
+        return signed.replace(marker, marker + _HANG), "hang"
+    if index % 25 == 1:
+        return signed.replace(marker, marker + _CRASH), "crash"
+    if index % 4 == 2:
+        wrong = ("output * (1 - output)", "grad_output * output", "grad_output * (1 - output)")
+        return signed.replace("grad_output * output * (1 - output)", wrong[index % 3]), "wrong"
+    return signed, "right"
+
+
+def bench_grade(count: int, workdir: Path, env: dict[str, str]) -> list[Row]:
+    """``trainer grade`` over ``count`` generated submissions; a wrong verdict fails the row."""
+    import json
+
+    right = solution_path(Catalog.default().get("sigmoid")).read_text()
+    folder = workdir / "class"
+    folder.mkdir()
+    expected = {}
+    for index in range(count):
+        source, kind = _submission(index, right)
+        path = folder / f"s{index:05d}.py"
+        path.write_text(source)
+        expected[str(path)] = kind
+    command = [*_trainer(), "grade", "sigmoid", str(folder), "--json"]
+    command += ["--timeout", str(GRADE_TIMEOUT)]
+    started = time.perf_counter()
+    done = subprocess.run(command, cwd=workdir, env=env, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"grade failed ({done.returncode}): {done.stderr[-2000:]}")
+    grades = json.loads(done.stdout)["grades"]
+    wrong_verdicts = [
+        g["submission"]
+        for g in grades
+        if (g["verdict"] == "pass") != (expected[g["submission"]] == "right")
+        or (expected[g["submission"]] == "hang" and "timed out" not in g["message"])
+    ]
+    kinds = [expected[g["submission"]] for g in grades]
+    mix = ", ".join(f"{kinds.count(k)} {k}" for k in ("right", "wrong", "hang", "crash"))
+    each = elapsed / count
+    return [
+        Row(
+            f"7. trainer grade, {count} submissions ({mix})",
+            f"{elapsed:.1f} s wall, {each:.3f} s each",
+            f"{len(grades)} graded, {len(wrong_verdicts)} wrong verdicts",
+            f"timeout {GRADE_TIMEOUT:g} s",
+            "≤ 0.3 s each, every one right",
+            each <= 0.3 and len(grades) == count and not wrong_verdicts,
+        )
+    ]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m trainer.bench", description=__doc__.split("\n")[0]
@@ -291,6 +356,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--report-lines",
         action="store_true",
         help="also measure failing reports at 80 columns (checks every wrong variant)",
+    )
+    parser.add_argument(
+        "--grade",
+        type=int,
+        metavar="N",
+        default=0,
+        help="also grade N generated submissions (right, wrong, hanging, crashing)",
     )
     options = parser.parse_args(argv)
 
@@ -316,6 +388,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             rows += bench_validate(workdir, env)
         if options.report_lines:
             rows += bench_report_lines()
+        if options.grade:
+            rows += bench_grade(options.grade, workdir, env)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 

@@ -14,11 +14,17 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+import yaml
+
+from trainer.checking.feedback import DEFAULT_FEEDBACK, FEEDBACK_LEVELS
 from trainer.errors import SpecError, UnknownExerciseError
 from trainer.spec import DIFFICULTIES, TRACKS, Exercise, SharedQuiz, load_exercise, load_shared_quiz
 
 _PACKAGE = Path(__file__).resolve().parent
 EXERCISES_ENV = "TRAINER_EXERCISES"
+# An exercise folder's settings, beside its exercises/: what an instructor decides for
+# every exercise in it (today: the feedback level `check` shows).
+FOLDER_SETTINGS = "trainer.yaml"
 
 
 def catalog_root() -> Path:
@@ -163,3 +169,30 @@ def solution_path(exercise: Exercise) -> Path:
 
 def wrong_variant_path(exercise: Exercise, file: str) -> Path:
     return solutions_dir(exercise) / "wrong" / exercise.id / file
+
+
+def folder_feedback(exercise: Exercise) -> str:
+    """The feedback level the exercise's folder sets (``feedback:`` in its
+    ``trainer.yaml``), or full. A settings file that cannot be used is an error
+    naming the file and the field: an instructor's choice is never ignored quietly."""
+    spec_folder = exercise.source.resolve().parent
+    settings = spec_folder.parent / FOLDER_SETTINGS
+    if spec_folder.name != "exercises" or not settings.is_file():
+        return DEFAULT_FEEDBACK
+    try:
+        data = yaml.safe_load(settings.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise SpecError(f"{settings}: cannot be read as YAML ({error}).") from None
+    if data is None:
+        return DEFAULT_FEEDBACK
+    if not isinstance(data, dict):
+        raise SpecError(f"{settings}: expected a mapping of settings (feedback: summary).")
+    unknown = sorted(str(key) for key in data if key != "feedback")
+    if unknown:
+        raise SpecError(f"{settings}: {unknown[0]}: not a setting; the settings are: feedback.")
+    level = data.get("feedback", DEFAULT_FEEDBACK)
+    if level not in FEEDBACK_LEVELS:
+        raise SpecError(
+            f"{settings}: feedback: {level!r} is not one of: {', '.join(FEEDBACK_LEVELS)}."
+        )
+    return str(level)

@@ -50,6 +50,7 @@ COMMAND_MODULES = {
     "validate": "trainer.commands.validate",
     "new": "trainer.commands.new",
     "grade": "trainer.commands.grade",
+    "grade-merge": "trainer.commands.grade_merge",
 }
 
 SPEC_ADVICE = "Fix that field of the spec; docs/spec-format.md describes every field."

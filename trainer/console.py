@@ -26,7 +26,7 @@ if TYPE_CHECKING:
 
     from trainer.authoring import Validation
     from trainer.checking.report import CheckReport, ProtectionLevel, StageResult
-    from trainer.grading import Grade
+    from trainer.gradebook import Gradebook
     from trainer.interview import InterviewSummary
     from trainer.workspace import StartResult
 
@@ -725,25 +725,45 @@ def protection_level(level: ProtectionLevel | None) -> None:
     out.print(_text("Host protection: ", style=style) + _protection(level))
 
 
-def grade_table(exercise_id: str, grades: Sequence[Grade], junit: Path | None) -> None:
-    table = _table(title=f"Grades: {exercise_id}")
+def grade_table(book: Gradebook, written: Sequence[Path] = ()) -> None:
+    """One row per submission: its verdict, its score, and each stage's mark."""
+    table = _table(title=f"Grades: {book.exercise}")
     table.add_column("Submission", no_wrap=True)
     table.add_column("Verdict")
-    table.add_column("First failure")
-    table.add_column("Message", ratio=1)
+    table.add_column("Score", justify="right", no_wrap=True)
+    table.add_column("Stages", no_wrap=True)
+    table.add_column("First failure", ratio=1)
     styles = {"pass": "bold green", "fail": "bold red", "error": "bold yellow"}
-    for item in grades:
+    marks = {"pass": ("✔", "green"), "fail": ("✘", "red"), "skip": ("–", "dim")}
+    for item in book.grades:
+        stages = _text("")
+        for stage in item.stages:
+            mark, style = marks.get(stage.verdict, ("?", ""))
+            stages.append(mark, style=style)
+        failure = f"{_stage_title(item.stage)}: {item.message}" if item.stage else item.message
         table.add_row(
             _text(_plain_relative(Path(item.submission))),
             _text(item.verdict, style=styles[item.verdict]),
-            _text(item.stage),
-            _text(item.message),  # never markup: `grad_output[mask]` stays as written
+            _text(f"{item.score}/{item.max_score}"),
+            stages,
+            _text(failure),  # never markup: `grad_output[mask]` stays as written
         )
     out.print(table)
-    passed = sum(g.verdict == "pass" for g in grades)
-    out.print(f"{passed} of {len(grades)} submissions passed.")
-    if junit is not None:
-        out.print(f"JUnit XML written to [bold]{_relative(junit)}[/].")
+    if book.grades:
+        titles = ", ".join(s.title for s in book.grades[0].stages)
+        out.print(_text(f"Stages, in order: {titles}.", style="dim"))
+    passed = sum(g.verdict == "pass" for g in book.grades)
+    share = f" (shard {book.shard[0]}/{book.shard[1]})" if book.shard[1] > 1 else ""
+    out.print(f"{passed} of {len(book.grades)} submissions passed{share}.")
+    for path in written:
+        out.print(f"Written: [bold]{_relative(path)}[/].")
+
+
+def _stage_title(stage_id: str) -> str:
+    from trainer.vocabulary import STAGE_BY_ID
+
+    stage = STAGE_BY_ID.get(stage_id)
+    return stage.title if stage is not None else stage_id
 
 
 def pictures(report: CheckReport, plot: bool | None) -> bool:

@@ -1,31 +1,25 @@
-"""Grade a class: check many submissions of one exercise in parallel, isolated as `check` does."""
+"""Grade a class: check many submissions of one exercise in parallel, isolated as `check` does.
+
+The scores and the gradebook's formats are in :mod:`trainer.gradebook`.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 import tempfile
-import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from trainer.catalog import solution_path
+from trainer.checking.feedback import DEFAULT_FEEDBACK
 from trainer.checking.report import ProtectionLevel
 from trainer.checking.runner import DEFAULT_TIMEOUT, CheckingService, run_check
 from trainer.errors import TrainerError
+from trainer.gradebook import Grade, Gradebook, error_grade, grade_of
 from trainer.spec import Exercise
-
-
-@dataclass
-class Grade:
-    submission: str
-    verdict: str  # "pass", "fail", or "error" (the check itself could not run)
-    stage: str = ""  # the first failing stage
-    message: str = ""
-    seconds: float = 0.0
-    report: dict[str, Any] = field(default_factory=dict)
 
 
 def collect_submissions(paths: Sequence[Path]) -> list[Path]:
@@ -43,26 +37,50 @@ def collect_submissions(paths: Sequence[Path]) -> list[Path]:
     return found
 
 
+def shard_of(submissions: Sequence[Path], shard: tuple[int, int]) -> list[tuple[int, Path]]:
+    """The share of shard ``K/N``: the submissions at places K-1, K-1+N, K-1+2N... of the
+    list (with their places), so that N shards cover the class exactly once and evenly."""
+    index, count = shard
+    return [(i, path) for i, path in enumerate(submissions) if i % count == index - 1]
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"K/N"`` -> ``(K, N)`` with 1 <= K <= N; anything else is a usage error."""
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if match is None or not 1 <= int(match[1]) <= int(match[2]):
+        raise TrainerError(f"--shard {text!r} is not K/N with 1 <= K <= N (e.g. 2/4).")
+    return int(match[1]), int(match[2])
+
+
 def _grade_one(
-    exercise: Exercise, path: Path, timeout: float, warm: CheckingService | None
+    exercise: Exercise,
+    path: Path,
+    index: int,
+    timeout: float,
+    warm: CheckingService,
+    feedback: str,
 ) -> Grade:
     try:
         report = run_check(
-            exercise, path, timeout=timeout, solution=solution_path(exercise), service=warm
+            exercise,
+            path,
+            timeout=timeout,
+            solution=solution_path(exercise),
+            service=warm,
+            feedback=feedback,
         )
     except TrainerError as error:
-        return Grade(str(path), "error", message=error.message)
+        return error_grade(exercise, str(path), index, error.message, _sha256(path))
     except OSError as error:
-        return Grade(str(path), "error", message=f"cannot be read: {error.strerror}")
-    failure = report.first_failure
-    return Grade(
-        submission=str(path),
-        verdict="pass" if report.passed else "fail",
-        stage=failure.id if failure else "",
-        message=failure.message if failure else "",
-        seconds=report.seconds,
-        report=report.to_dict(),
-    )
+        return error_grade(exercise, str(path), index, f"cannot be read: {error.strerror}")
+    return grade_of(exercise, str(path), index, report)
+
+
+def _sha256(path: Path) -> str:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        return ""
 
 
 UNPROTECTED = (
@@ -88,13 +106,17 @@ def grade(
     on_done: Callable[[Grade], None] | None = None,
     unprotected: bool = False,
     on_protection: Callable[[ProtectionLevel | None], None] | None = None,
-) -> list[Grade]:
-    """Check every submission on every core; one hang or crash never stops the rest.
+    feedback: str = DEFAULT_FEEDBACK,
+    shard: tuple[int, int] = (1, 1),
+) -> Gradebook:
+    """Check every submission of ``shard`` on every core; one hang or crash never stops
+    the rest. Each report is kept at the ``feedback`` level.
 
     First the host protection a check gets here is found (``on_protection`` hears it):
     anything less than full refuses to grade, unless ``unprotected``.
     """
     workers = jobs or os.cpu_count() or 1
+    share = shard_of(submissions, shard)
     # torch is imported once, by a warm process; each submission is a fork of it.
     with CheckingService() as warm, ThreadPoolExecutor(max_workers=workers) as pool:
         level = protection_level(exercise, warm)
@@ -103,43 +125,19 @@ def grade(
         if not unprotected and (level is None or level.missing):
             summary = level.summary() if level is not None else "unknown"
             raise TrainerError(UNPROTECTED.format(summary=summary))
-        futures = [pool.submit(_grade_one, exercise, path, timeout, warm) for path in submissions]
+        futures = [
+            pool.submit(_grade_one, exercise, path, index, timeout, warm, feedback)
+            for index, path in share
+        ]
         if on_done is not None:
             for future in futures:
                 future.add_done_callback(lambda f: on_done(f.result()))
-        return [f.result() for f in futures]
-
-
-def junit_xml(exercise: Exercise, grades: Sequence[Grade]) -> str:
-    """JUnit XML, one test case per submission, as CI systems read it."""
-    failures = sum(g.verdict == "fail" for g in grades)
-    errors = sum(g.verdict == "error" for g in grades)
-    suite = ElementTree.Element(
-        "testsuite",
-        name=f"trainer.{exercise.id}",
-        tests=str(len(grades)),
-        failures=str(failures),
-        errors=str(errors),
-        time=f"{sum(g.seconds for g in grades):.3f}",
+        grades = [f.result() for f in futures]
+    return Gradebook(
+        exercise=exercise.id,
+        feedback=feedback,
+        protection=level.to_dict() if level is not None else None,
+        total=len(submissions),
+        grades=grades,
+        shard=shard,
     )
-    for item in grades:
-        case = ElementTree.SubElement(
-            suite,
-            "testcase",
-            classname=exercise.id,
-            name=item.submission,
-            time=f"{item.seconds:.3f}",
-        )
-        if item.verdict == "fail":
-            failure = ElementTree.SubElement(
-                case, "failure", message=f"{item.stage}: {item.message}"
-            )
-            failure.text = "\n".join(
-                f"{s['id']}: {s['verdict']}: {s['message']}" for s in item.report.get("stages", [])
-            )
-        elif item.verdict == "error":
-            ElementTree.SubElement(case, "error", message=item.message)
-    root = ElementTree.Element("testsuites")
-    root.append(suite)
-    ElementTree.indent(root)
-    return ElementTree.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

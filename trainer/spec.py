@@ -17,7 +17,7 @@ from typing import Any, Literal, TypeVar, cast
 import yaml
 
 from trainer.errors import SpecError, SpecFieldError
-from trainer.vocabulary import FUNCTION_API, MISTAKE_IDS, STAGE_IDS
+from trainer.vocabulary import FUNCTION_API, MISTAKE_IDS, STAGE_BY_ID, STAGE_IDS, stages_for
 
 FORMAT_VERSION = 1
 DIFFICULTIES = ("easy", "medium", "hard")
@@ -179,6 +179,8 @@ class Exercise:
     mistakes: Mapping[str, DeclaredMistake] = field(default_factory=dict)
     # Parts of the Function API the exercise teaches; each adds its stage.
     function_api: tuple[str, ...] = ()
+    # A grade's points per stage where they differ from the stage's default weight.
+    weights: Mapping[str, int] = field(default_factory=dict)
     source: Path = field(default=Path("<memory>"), compare=False)
     # The mapping this was validated from: what travels with a check's job, so
     # the checker uses exactly the spec the CLI validated.
@@ -187,6 +189,13 @@ class Exercise:
     @property
     def param_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.parameters)
+
+    def stage_weights(self) -> dict[str, int]:
+        """Each stage this exercise gets, in order, with its points in a grade."""
+        return {
+            stage.id: self.weights.get(stage.id, stage.weight)
+            for stage in stages_for(self, self.double_backward)
+        }
 
 
 T = TypeVar("T")
@@ -475,6 +484,31 @@ def _expected_gradient(node: _Node, params: Sequence[Param]) -> dict[str, str]:
     return {name: _python_expression(node.child(name)) for name in wanting if node.has(name)}
 
 
+def _weights(node: _Node) -> dict[str, int]:
+    """``weights``: a stage id -> whole points >= 0; checked against the stages in ``_check_weights``."""
+    if not isinstance(node.value, dict) or not node.value:
+        raise node.fail(f"expected a mapping of stage ids to points, got {_describe(node.value)}")
+    weights = {}
+    for key in node.value:
+        child = node.child(str(key))
+        if key not in STAGE_BY_ID:
+            raise child.fail(f"{key!r} is not a stage; the stages are: {', '.join(STAGE_IDS)}")
+        weights[str(key)] = child.integer(minimum=0)
+    return weights
+
+
+def _check_weights(exercise: Exercise, node: _Node) -> None:
+    """Every weighted stage is one this exercise gets, and some stage is worth points."""
+    weights = exercise.stage_weights()
+    for key in exercise.weights:
+        if key not in weights:
+            raise node.child(key).fail(
+                f"this exercise has no {key!r} stage; its stages are: {', '.join(weights)}"
+            )
+    if sum(weights.values()) == 0:
+        raise node.fail("every stage is worth 0 points; give at least one stage a weight")
+
+
 def _function_api(node: _Node) -> tuple[str, ...]:
     features = tuple(item.choice(FUNCTION_API) for item in node.items(min_items=1))
     for index, feature in enumerate(features):
@@ -539,6 +573,7 @@ _FIELDS_OPTIONAL = (
     "outputs",
     "stability",
     "track",
+    "weights",
     "wrong_variants",
 )
 
@@ -577,7 +612,7 @@ def exercise_from_mapping(data: object, file: str, source: Path | None = None) -
     if source is not None and exercise_id != expected_name:
         raise root.child("id").fail(f"{exercise_id!r} must match the file name ({expected_name!r})")
 
-    return Exercise(
+    exercise = Exercise(
         format_version=version,
         id=exercise_id,
         title=root.child("title").text(),
@@ -612,9 +647,12 @@ def exercise_from_mapping(data: object, file: str, source: Path | None = None) -
         ),
         gradcheck=root.optional("gradcheck", _Node.boolean, True),
         function_api=root.optional("function_api", _function_api, cast(tuple[str, ...], ())),
+        weights=root.optional("weights", _weights, {}),
         source=source or Path(file),
         data=cast(dict[str, Any], data),
     )
+    _check_weights(exercise, root.child("weights"))
+    return exercise
 
 
 def load_exercise(path: Path, display_name: str | None = None) -> Exercise:

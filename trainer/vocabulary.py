@@ -1,10 +1,12 @@
 """The checker's vocabulary: its stages and the mistakes it names (no torch, no spec).
 
 This is the one declaration of each stage: its id (in ``--json`` and in specs'
-``fails_at``), its title, when it applies, and the function that runs it in
-the checker (a ``module:function`` path, imported only there). The report's
-order, the spec vocabulary, the skip logic and the checker's stage list all
-derive from :data:`STAGES`. Adding a stage is one module and one line here.
+``fails_at``), its title, when it applies, the function that runs it in the
+checker (a ``module:function`` path, imported only there), its default weight
+in a grade and what it checks in words that give no values away (the
+``summary`` feedback level). The report's order, the spec vocabulary, the skip
+logic, the grade's columns and the checker's stage list all derive from
+:data:`STAGES`. Adding a stage is one module and one line here.
 
 :data:`MISTAKES` is the one vocabulary of classic mistakes: id (in ``--json``
 and in specs' ``mistake``) and the words the learner reads. The rules that
@@ -66,45 +68,135 @@ class Stage:
     applies: Callable[[_ExerciseFacts, bool], bool] = _always
     required: bool = False  # every check has it, before the checker says which it runs
     may_skip_in_a_pass: bool = False  # a skip here still passes (no GPU)
+    weight: int = 1  # its points in a grade, unless the spec's ``weights`` say otherwise
+    checks: str = ""  # what passing means, with no values (the ``summary`` feedback)
 
 
 _STAGES = "trainer.checking.trusted"
 _API = f"{_STAGES}.function_api"
 
 STAGES: tuple[Stage, ...] = (
-    Stage("load", "Load and structure", f"{_STAGES}.load:load_stage", required=True),
-    Stage("forward", "Forward parity", f"{_STAGES}.forward:forward_stage", required=True),
-    Stage("backward", "Backward parity", f"{_STAGES}.backward:backward_stage", required=True),
-    Stage("contract", "Backward contract", f"{_STAGES}.contract:contract_stage", required=True),
-    Stage("mark_dirty", "In place (mark_dirty)", f"{_API}:mark_dirty_stage", _uses("mark_dirty")),
+    Stage(
+        "load",
+        "Load and structure",
+        f"{_STAGES}.load:load_stage",
+        required=True,
+        checks="the file loads and defines the Function with static forward and backward",
+    ),
+    Stage(
+        "forward",
+        "Forward parity",
+        f"{_STAGES}.forward:forward_stage",
+        required=True,
+        weight=2,
+        checks="forward gives the reference's outputs",
+    ),
+    Stage(
+        "backward",
+        "Backward parity",
+        f"{_STAGES}.backward:backward_stage",
+        required=True,
+        weight=4,
+        checks="backward gives autograd's gradients of the reference",
+    ),
+    Stage(
+        "contract",
+        "Backward contract",
+        f"{_STAGES}.contract:contract_stage",
+        required=True,
+        checks="backward returns one gradient per input, shaped and typed like it, "
+        "and leaves grad_output alone",
+    ),
+    Stage(
+        "mark_dirty",
+        "In place (mark_dirty)",
+        f"{_API}:mark_dirty_stage",
+        _uses("mark_dirty"),
+        weight=2,
+        checks="forward modifies its input in place and marks it dirty",
+    ),
     Stage(
         "non_differentiable",
         "Non-differentiable outputs",
         f"{_API}:non_differentiable_stage",
         _uses("non_differentiable"),
+        weight=2,
+        checks="outputs that carry no gradient are marked non-differentiable",
     ),
-    Stage("jvp", "Forward mode (jvp)", f"{_STAGES}.forward_mode:jvp_stage", _uses("jvp")),
-    Stage("vmap", "vmap and per-sample gradients", f"{_STAGES}.batching:vmap_stage", _uses("vmap")),
-    Stage("by_hand", "Derived by hand", f"{_STAGES}.by_hand:by_hand_stage"),
-    Stage("state", "Calls as in training", f"{_STAGES}.state:state_stage"),
-    Stage("kinks", "Kink points", f"{_STAGES}.kinks:kinks_stage", _has_kinks),
-    Stage("stability", "Domain and stability", f"{_STAGES}.stability:stability_stage"),
     Stage(
-        "gradcheck", "gradcheck (float64)", f"{_STAGES}.gradcheck:gradcheck_stage", _wants_gradcheck
+        "jvp",
+        "Forward mode (jvp)",
+        f"{_STAGES}.forward_mode:jvp_stage",
+        _uses("jvp"),
+        weight=3,
+        checks="jvp gives the Jacobian times the input tangents",
+    ),
+    Stage(
+        "vmap",
+        "vmap and per-sample gradients",
+        f"{_STAGES}.batching:vmap_stage",
+        _uses("vmap"),
+        weight=3,
+        checks="torch.func.vmap and torch.func.grad work through the Function",
+    ),
+    Stage(
+        "by_hand",
+        "Derived by hand",
+        f"{_STAGES}.by_hand:by_hand_stage",
+        checks="the gradient is computed with ordinary tensor operations, not by autograd",
+    ),
+    Stage(
+        "state",
+        "Calls as in training",
+        f"{_STAGES}.state:state_stage",
+        checks="many calls in a row, shared graphs and accumulated gradients stay right",
+    ),
+    Stage(
+        "kinks",
+        "Kink points",
+        f"{_STAGES}.kinks:kinks_stage",
+        _has_kinks,
+        checks="the gradient is a valid subgradient at and close to every kink",
+    ),
+    Stage(
+        "stability",
+        "Domain and stability",
+        f"{_STAGES}.stability:stability_stage",
+        weight=2,
+        checks="forward and backward stay right across the whole domain and upstream scales",
+    ),
+    Stage(
+        "gradcheck",
+        "gradcheck (float64)",
+        f"{_STAGES}.gradcheck:gradcheck_stage",
+        _wants_gradcheck,
+        weight=2,
+        checks="analytical and numerical Jacobians agree in float64",
     ),
     Stage(
         "second_order",
         "Second derivatives",
         f"{_STAGES}.second_order:second_order_stage",
         _wants_double_backward,
+        weight=2,
+        checks="second derivatives through backward are right",
     ),
     Stage(
         "double_backward",
         "Double backward",
         f"{_STAGES}.double_backward:double_backward_stage",
         _wants_double_backward,
+        weight=2,
+        checks="backward is itself differentiable (gradgradcheck)",
     ),
-    Stage("cuda", "CUDA", f"{_STAGES}.cuda:cuda_stage", may_skip_in_a_pass=True),
+    Stage(
+        "cuda",
+        "CUDA",
+        f"{_STAGES}.cuda:cuda_stage",
+        may_skip_in_a_pass=True,
+        weight=0,  # a grade must not depend on whether the grading machine has a GPU
+        checks="forward and backward run on a GPU",
+    ),
 )
 
 STAGE_BY_ID = {stage.id: stage for stage in STAGES}

@@ -137,6 +137,8 @@ class CheckReport:
     output_lines: int = 0
     # The host protection the learner's process ran under; None: it never said (it did not start).
     protection: ProtectionLevel | None = None
+    # How much of it may be read: full, summary or verdict (trainer.checking.feedback).
+    feedback: str = "full"
 
     @property
     def passed(self) -> bool:

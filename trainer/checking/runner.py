@@ -30,6 +30,7 @@ from typing import IO, Any
 
 import trainer
 from trainer.checking import processes, transport
+from trainer.checking.feedback import DEFAULT_FEEDBACK, with_feedback
 from trainer.checking.report import (
     REQUIRED_STAGES,
     CheckReport,
@@ -311,8 +312,10 @@ def run_check(
     stop_after_failure: bool = False,
     limits: HostLimits | None = None,
     draw_always: bool = False,
+    feedback: str = DEFAULT_FEEDBACK,
 ) -> CheckReport:
-    """Check ``file`` against ``exercise`` and return the report.
+    """Check ``file`` against ``exercise`` and return the report, as ``feedback``
+    (a level of :mod:`trainer.checking.feedback`) lets it be read.
 
     With ``service``, the check is one more job of a running server (watch
     mode, grading); otherwise a server is started for this one job. With
@@ -331,7 +334,32 @@ def run_check(
                 f"{file.name} is not UTF-8 text (byte {error.start} cannot be decoded)",
             )
         ] + [StageResult(s.id, Verdict.SKIP, "skipped: the file did not load") for s in STAGE_BY_ID.values() if s.id != "load" and s.applies(exercise, double_backward)]  # fmt: skip
-        return _report(exercise, file, raw, seed, stages, started, "")
+        report = _report(exercise, file, raw, seed, stages, started, "")
+    else:
+        report = _check(
+            exercise, file, raw, source, started, seed, timeout, solution, double_backward,
+            service, memory_limit_mb, stop_after_failure, limits, draw_always,
+        )  # fmt: skip
+    declared = {name: mistake.words for name, mistake in exercise.mistakes.items()}
+    return with_feedback(report, feedback, declared)
+
+
+def _check(
+    exercise: Exercise,
+    file: Path,
+    raw: bytes,
+    source: str,
+    started: float,
+    seed: int,
+    timeout: float,
+    solution: Path | None,
+    double_backward: bool,
+    service: CheckingService | None,
+    memory_limit_mb: int,
+    stop_after_failure: bool,
+    limits: HostLimits | None,
+    draw_always: bool,
+) -> CheckReport:
     token = secrets.token_hex(16)
     job = {
         "exercise": exercise.data,

@@ -27,6 +27,7 @@ import socket
 import sys
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from trainer.checking import processes, transport
@@ -34,6 +35,9 @@ from trainer.checking import processes, transport
 # Plans by (spec, seed): computing one is trusted work, the same for every
 # check of an exercise, and forks inherit a cached plan.
 _PLANS: dict[tuple[str, int], Any] = {}
+# The bytes the reference solution saves for backward (advice), per plan and solution
+# version: worked out once here too, not again in every check.
+_SAVED: dict[tuple[tuple[str, int], str, str], dict[str, int]] = {}
 
 
 def bootstrap(root: str, control_fd: int) -> str:
@@ -152,6 +156,24 @@ def _plan(job: dict[str, Any]) -> Any:
     return _PLANS[key]
 
 
+def _reference_saved(job: dict[str, Any], plan: Any) -> dict[str, int] | None:
+    """The reference solution's saved bytes for this plan (None: the checker works them out)."""
+    from trainer.checking.trusted.checker import job_exercise
+    from trainer.checking.trusted.plan import reference_saved_bytes
+
+    solution = job.get("solution")
+    if plan is None or not solution:
+        return None
+    try:
+        version = hashlib.sha256(Path(str(solution)).read_bytes()).hexdigest()
+        key = (_plan_key(job), str(solution), version)
+        if key not in _SAVED:
+            _SAVED[key] = reference_saved_bytes(job_exercise(job), plan, str(solution))
+    except Exception:  # advice only: the checker tries again, and a check never fails for it
+        return None
+    return _SAVED[key]
+
+
 def _start_checker(control: socket.socket, to_zygote: socket.socket, fds: list[int]) -> int:
     job_fd, result_fd, output_fd = fds
     try:
@@ -160,6 +182,7 @@ def _start_checker(control: socket.socket, to_zygote: socket.socket, fds: list[i
         job = {}
     os.close(job_fd)
     plan = _plan(job) if job else None
+    saved = _reference_saved(job, plan) if job else None
     pid = os.fork()
     if pid == 0:  # the checker of this one job
         try:
@@ -170,7 +193,9 @@ def _start_checker(control: socket.socket, to_zygote: socket.socket, fds: list[i
             os.close(output_fd)
             from trainer.checking.trusted import checker
 
-            checker.run(job, result_fd=result_fd, zygote=to_zygote, plan=plan)
+            checker.run(
+                job, result_fd=result_fd, zygote=to_zygote, plan=plan, reference_saved=saved
+            )
         except BaseException:  # a bug of ours: show it in the output, the check fails
             traceback.print_exc()
         finally:

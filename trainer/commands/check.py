@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from trainer import console
+from trainer.catalog import folder_feedback
 from trainer.checking.runner import (
     DEFAULT_MEMORY_LIMIT_MB,
     DEFAULT_SEED,
@@ -111,6 +112,7 @@ def check(
         solution=session.catalog.solution_path(exercise),
         double_backward=double_backward,
         memory_limit_mb=memory_limit,
+        feedback=folder_feedback(exercise),
     )
     left, summary = session.record_check(exercise, report.passed)
     session.show_notices()

@@ -4,13 +4,14 @@ No `from __future__ import annotations`: typer reads the annotations at run time
 """
 
 import json
-from dataclasses import asdict
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
+import click
 import typer
 
 from trainer import console
+from trainer.checking.feedback import DEFAULT_FEEDBACK, FEEDBACK_LEVELS
 from trainer.checking.runner import DEFAULT_TIMEOUT
 from trainer.commands.common import (
     AUTHOR_PANEL,
@@ -20,8 +21,34 @@ from trainer.commands.common import (
     complete_exercise,
 )
 from trainer.errors import TrainerError
+from trainer.files import write_atomically
+
+if TYPE_CHECKING:
+    from trainer.gradebook import Gradebook
 
 app = typer.Typer(add_completion=False)
+
+
+FeedbackOption = Annotated[
+    str,
+    typer.Option(
+        "--feedback",
+        click_type=click.Choice(FEEDBACK_LEVELS),
+        help="How much each report says: full (what a learner sees), summary (stages and "
+        "mistakes, no values), verdict (pass or fail per stage). In every format.",
+    ),
+]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print the gradebook as one JSON document on stdout.")
+]
+CsvOption = Annotated[
+    Path | None,
+    typer.Option("--csv", help="Also write the gradebook as CSV, one row per submission."),
+]
+JunitOption = Annotated[
+    Path | None,
+    typer.Option("--junit", help="Also write JUnit XML, one test case per stage."),
+]
 
 
 @app.command(rich_help_panel=AUTHOR_PANEL)
@@ -32,11 +59,17 @@ def grade(
         typer.Argument(metavar="EXERCISE", help="Exercise id.", autocompletion=complete_exercise),
     ],
     submissions: Annotated[list[Path], typer.Argument(help="Submission files or folders of them.")],
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON document on stdout.")
-    ] = False,
-    junit: Annotated[
-        Path | None, typer.Option("--junit", help="Also write JUnit XML to this file.")
+    as_json: JsonOption = False,
+    csv: CsvOption = None,
+    junit: JunitOption = None,
+    feedback: FeedbackOption = DEFAULT_FEEDBACK,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard",
+            metavar="K/N",
+            help="Grade only share K of N (one job of a CI matrix); merge with grade-merge.",
+        ),
     ] = None,
     timeout: Annotated[
         float, typer.Option(min=1.0, help="Seconds per submission.")
@@ -54,29 +87,30 @@ def grade(
     workspace: WorkspaceOption = None,
     exercises_dir: ExercisesDirOption = None,
 ) -> None:
-    """Check every submission of one exercise in parallel and summarise the class.
+    """Check every submission of one exercise in parallel; score it stage by stage.
 
-    Exit code 0 when grading completed, whatever the verdicts; 2 when it could not
-    (an unknown exercise, no submissions, a --junit path that cannot be written).
+    A submission scores the weights of the stages it passes. Exit code 0 when
+    grading completed, whatever the verdicts; 2 when it could not (an unknown
+    exercise, no submissions, a bad --shard, an output path that cannot be written).
 
-    Example: trainer grade linear submissions/ --junit grades.xml
+    Example: trainer grade linear submissions/ --csv grades.csv --junit grades.xml
     """
     from trainer.checking.report import ProtectionLevel
-    from trainer.grading import collect_submissions, junit_xml
+    from trainer.grading import collect_submissions, parse_shard, shard_of
     from trainer.grading import grade as run_grading
 
     session = Session(ctx, workspace, exercises_dir)
     exercise = session.catalog.get(exercise_id)
+    share = parse_shard(shard) if shard is not None else (1, 1)
     files = collect_submissions(submissions)
-    levels: list[ProtectionLevel | None] = []
+    check_writable(csv, junit)
 
     def heard(level: ProtectionLevel | None) -> None:
-        levels.append(level)
         if not as_json:
             console.protection_level(level)
 
-    with console.progress(f"Grading {exercise.id}", total=len(files)) as advance:
-        grades = run_grading(
+    with console.progress(f"Grading {exercise.id}", total=len(shard_of(files, share))) as advance:
+        book = run_grading(
             exercise,
             files,
             jobs=jobs,
@@ -84,21 +118,39 @@ def grade(
             on_done=lambda _: advance(),
             unprotected=unprotected,
             on_protection=heard,
+            feedback=feedback,
+            shard=share,
         )
-    if junit is not None:
+    emit_gradebook(book, as_json=as_json, csv=csv, junit=junit)
+
+
+def check_writable(*paths: Path | None) -> None:
+    """Before any grading: each output goes into a folder that exists."""
+    for path in paths:
+        if path is not None and not path.parent.is_dir():
+            raise TrainerError(
+                f"cannot write {path}: no folder {path.parent}. Choose another path."
+            )
+
+
+def emit_gradebook(
+    book: "Gradebook", *, as_json: bool, csv: Path | None, junit: Path | None
+) -> None:
+    """Write the files asked for, then the JSON document or the table."""
+    from trainer.gradebook import gradebook_csv, gradebook_junit
+
+    written = []
+    for path, render in ((csv, gradebook_csv), (junit, gradebook_junit)):
+        if path is None:
+            continue
         try:
-            junit.write_text(junit_xml(exercise, grades), encoding="utf-8")
+            write_atomically(path, render(book))
         except OSError as error:
             raise TrainerError(
-                f"cannot write {junit}: {error.strerror}. Choose another path."
+                f"cannot write {path}: {error.strerror}. Choose another path."
             ) from None
+        written.append(path)
     if as_json:
-        level = levels[0] if levels else None
-        document = {
-            "exercise": exercise.id,
-            "protection": level.to_dict() if level is not None else None,
-            "grades": [asdict(g) for g in grades],
-        }
-        console.print_json(json.dumps(document, indent=2))
+        console.print_json(json.dumps(book.to_dict(), indent=2))
     else:
-        console.grade_table(exercise.id, grades, junit)
+        console.grade_table(book, written)

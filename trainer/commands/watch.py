@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from trainer import console
+from trainer.catalog import folder_feedback
 from trainer.checking.runner import (
     run_check,
 )
@@ -75,7 +76,11 @@ def watch(
             watched.warm = CheckingService()
         exercise = watched.exercise
         report = run_check(
-            exercise, path(), solution=session.catalog.solution_path(exercise), service=watched.warm
+            exercise,
+            path(),
+            solution=session.catalog.solution_path(exercise),
+            service=watched.warm,
+            feedback=folder_feedback(exercise),
         )
         session.record_check(exercise, report.passed)
         watched.passed = report.passed

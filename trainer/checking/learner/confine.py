@@ -296,7 +296,9 @@ def _cap_processes(limit: int, namespaces: dict[str, str], root: bool, cgroup: s
         if not root:
             return f"at most {limit} processes and threads (RLIMIT_NPROC)"
     if cgroup is not None:
-        return f"at most {limit} processes and threads (pids cgroup {cgroup})"
+        # The cgroup's folder is named per process: the words stay the same for every
+        # check, so that a level reads the same in every report and gradebook.
+        return f"at most {limit} processes and threads (a pids cgroup under {Path(cgroup).parent})"
     if root:
         raise _Missing(
             "root's processes are never counted by RLIMIT_NPROC and no pids cgroup "
@@ -397,9 +399,7 @@ def _landlock(scratch: str | None, file: Path, deny_tcp: bool) -> str:
         if key not in roots and not key.startswith(beneath):
             del sys.path_importer_cache[key]
     tcp = " and TCP" if deny_tcp and abi >= 4 else ""
-    return (
-        f"writes only in {scratch}; reads only what Python and torch need (Landlock ABI {abi}{tcp})"
-    )
+    return f"writes only in a fresh temporary folder of its own; reads only what Python and torch need (Landlock ABI {abi}{tcp})"
 
 
 def _threads() -> int:

@@ -57,8 +57,15 @@ def build_job_plan(job: dict[str, Any]) -> Any:
     return build_plan(job_exercise(job), int(job.get("seed", 0)))
 
 
-def run(job: dict[str, Any], result_fd: int, zygote: socket.socket, plan: Any = None) -> None:
-    """Check one file; the caller exits the process afterwards."""
+def run(
+    job: dict[str, Any],
+    result_fd: int,
+    zygote: socket.socket,
+    plan: Any = None,
+    reference_saved: dict[str, int] | None = None,
+) -> None:
+    """Check one file; the caller exits the process afterwards. ``plan`` and
+    ``reference_saved``, when given, were worked out for this job by the server."""
     from trainer.checking.trusted.plan import reference_saved_bytes
     from trainer.checking.trusted.proxy import Sandbox, proxy_function
     from trainer.checking.trusted.stages import (
@@ -131,7 +138,9 @@ def run(job: dict[str, Any], result_fd: int, zygote: socket.socket, plan: Any = 
         exercise=exercise,
         path=path,
         sandbox=sandbox,
-        reference_saved=reference_saved_bytes(exercise, plan, job.get("solution")),
+        reference_saved=reference_saved
+        if reference_saved is not None
+        else reference_saved_bytes(exercise, plan, job.get("solution")),
         double_backward=double_backward,
         stop_after_failure=bool(job.get("stop_after_failure")),
         draw_always=bool(job.get("draw_always")),

@@ -118,6 +118,13 @@ def _repeated(checked: Checked, run: Run) -> Failure | None:
         ),
         None,
     )
+    if len(wrong_calls) == len(order):
+        # Wrong from the first call on, for every value set: the formula, not state.
+        text = (
+            f"every one of the {len(order)} calls gives a wrong gradient ({summary}): "
+            "the gradient is wrong whatever came before, as Backward parity shows"
+        )
+        return Failure(run, text, [detail] if detail else [])
     if earlier is not None:
         text = (
             f"backward gave a different gradient on call {call} than on call {earlier} "
