@@ -283,6 +283,8 @@ def test_an_exercise_folders_settings_set_the_feedback_check_shows(tmp_path: Pat
     assert {s["message"] for s in report["stages"]} <= {"passed", "failed", "skipped"}
     shown = run_cli(*check)
     assert shown.exit_code == 1 and "failed" in shown.stdout and "expected" not in shown.stdout
+    plot = run_cli("--exercises-dir", str(root), "plot", "triple", "--file", str(variant))
+    assert plot.exit_code == 2 and "sets feedback: verdict" in plot.stderr
 
 
 @pytest.mark.parametrize(

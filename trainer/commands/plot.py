@@ -8,9 +8,10 @@ from typing import Annotated
 import typer
 
 from trainer import console
+from trainer.catalog import FOLDER_SETTINGS, folder_feedback
 from trainer.checking.runner import run_check
 from trainer.commands.common import ExercisesDirOption, Session, WorkspaceOption
-from trainer.errors import WorkspaceError
+from trainer.errors import TrainerError, WorkspaceError
 
 app = typer.Typer(add_completion=False)
 
@@ -35,6 +36,13 @@ def plot(
     """
     session = Session(ctx, workspace, exercises_dir)
     exercise = session.exercise(exercise_id)
+    level = folder_feedback(exercise)
+    if level != "full":
+        raise TrainerError(
+            f"plot draws the right gradient, and {exercise.id}'s exercise folder sets "
+            f"feedback: {level} (its {FOLDER_SETTINGS}), which keeps the checker's values "
+            "hidden. Use trainer check."
+        )
     path = file if file is not None else session.scratch_file(exercise)
     if not path.is_file():
         raise WorkspaceError(f"no file at {path}. Check the path given to --file.")
