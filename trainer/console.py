@@ -759,6 +759,31 @@ def grade_table(book: Gradebook, written: Sequence[Path] = ()) -> None:
         out.print(f"Written: [bold]{_relative(path)}[/].")
 
 
+def classroom_written(files: Sequence[Path], points: Sequence[tuple[str, int]]) -> None:
+    """What ``classroom init`` wrote, and what each exercise is worth."""
+    for path in files:
+        out.print(f"wrote [bold]{_relative(path)}[/]")
+    for exercise_id, total in points:
+        out.print(_text(f"  {exercise_id}: {plural(total, 'point')} when every stage passes"))
+    total = sum(p for _, p in points)
+    out.print(f"{plural(total, 'point')} in all; a stage passed earns its weight.")
+
+
+def classroom_result(result: dict[str, Any]) -> None:
+    """A result's stages and points, on stderr: the step's log (stdout is its output)."""
+    marks = {"pass": "✔", "fail": "✘", "error": "✘"}
+    lines = []
+    if result["status"] == "error":  # every test says the same: say it once
+        lines.append(f"✘ {result['tests'][0]['message']}" if result["tests"] else "✘ error")
+    for test in result["tests"] if result["status"] != "error" else []:
+        mark = marks.get(test["status"], "?")
+        message = f": {test['message']}" if test["status"] != "pass" else ""
+        lines.append(f"{mark} {test['name']} ({plural(test['score'], 'point')}){message}")
+    score = sum(test["score"] for test in result["tests"])
+    lines.append(f"{result['status']}: {score}/{result['max_score']} points")
+    sys.stderr.write("\n".join(lines) + "\n")
+
+
 def _stage_title(stage_id: str) -> str:
     from trainer.vocabulary import STAGE_BY_ID
 
