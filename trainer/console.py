@@ -771,15 +771,17 @@ def classroom_written(files: Sequence[Path], points: Sequence[tuple[str, int]]) 
 
 def classroom_result(result: dict[str, Any]) -> None:
     """A result's stages and points, on stderr: the step's log (stdout is its output)."""
-    marks = {"pass": "✔", "fail": "✘", "error": "✘"}
-    lines = []
-    if result["status"] == "error":  # every test says the same: say it once
-        lines.append(f"✘ {result['tests'][0]['message']}" if result["tests"] else "✘ error")
-    for test in result["tests"] if result["status"] != "error" else []:
-        mark = marks.get(test["status"], "?")
-        message = f": {test['message']}" if test["status"] != "pass" else ""
-        lines.append(f"{mark} {test['name']} ({plural(test['score'], 'point')}){message}")
-    score = sum(test["score"] for test in result["tests"])
+    tests = result["tests"]
+    if result["status"] == "error":  # every test gives the same reason: say it once
+        lines = [f"✘ {tests[0]['message']}" if tests else "✘ the check could not run"]
+    else:
+        lines = [
+            f"{'✔' if test['status'] == 'pass' else '✘'} {test['name']} "
+            f"({plural(test['score'], 'point')})"
+            + (f": {test['message']}" if test["status"] != "pass" else "")
+            for test in tests
+        ]
+    score = sum(test["score"] for test in tests)
     lines.append(f"{result['status']}: {score}/{result['max_score']} points")
     sys.stderr.write("\n".join(lines) + "\n")
 

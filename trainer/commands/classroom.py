@@ -33,6 +33,11 @@ def classroom() -> None:
     """
 
 
+DirOption = Annotated[
+    Path, typer.Option("--dir", help="The template repository's folder (its top).")
+]
+
+
 @app.command()
 def init(
     ctx: typer.Context,
@@ -44,9 +49,7 @@ def init(
             autocompletion=complete_exercise,
         ),
     ],
-    folder: Annotated[Path, typer.Option("--dir", help="The template repository's folder.")] = Path(
-        "."
-    ),
+    folder: DirOption = Path("."),
     install: Annotated[
         str,
         typer.Option(
