@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import json
 import subprocess
 import sys
@@ -22,11 +23,28 @@ COMMAND_FILES = sorted(set(COMMAND_MODULES.values()))
 SOURCE = {"PYTHONPATH": str(REPO)}  # subprocesses import this checkout
 
 
-def test_each_command_module_defines_exactly_its_own_command():
+def leaf_commands(command: click.Command, path: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """The command's path, or the paths of each subcommand of a group, at any depth."""
+    if not isinstance(command, click.Group):
+        return [path]
+    return [
+        leaf for name, sub in command.commands.items() for leaf in leaf_commands(sub, (*path, name))
+    ]
+
+
+def test_each_command_module_defines_exactly_its_own_command_or_group():
     for name, module_name in COMMAND_MODULES.items():
-        built = typer.main.get_command(importlib.import_module(module_name).app)
-        assert not isinstance(built, click.Group), module_name
+        module = importlib.import_module(module_name)
+        built = typer.main.get_command(module.app)
         assert built.name == name, module_name
+        if isinstance(built, click.Group):
+            # A group (`classroom`): every subcommand is defined in that module.
+            assert built.commands, module_name
+            for sub in built.commands.values():
+                assert not isinstance(sub, click.Group), (module_name, sub.name)
+                assert sub.callback is not None, (module_name, sub.name)
+                defined_in = inspect.unwrap(sub.callback).__module__
+                assert defined_in == module_name, (module_name, sub.name, defined_in)
 
 
 def test_the_table_lists_every_command_module():
@@ -76,6 +94,15 @@ print(json.dumps(sorted(m for m in sys.modules if m.startswith(("trainer.cli", "
                 "trainer.commands.validate",
             ],
         ),
+        (
+            ["classroom", "result", "sigmoid", "no-report.json"],
+            [
+                "trainer.cli",
+                "trainer.commands",
+                "trainer.commands.classroom",
+                "trainer.commands.common",
+            ],
+        ),
     ],
 )
 def test_a_command_loads_only_the_module_that_defines_it(argv, loaded, tmp_path: Path):
@@ -92,10 +119,16 @@ def test_a_command_loads_only_the_module_that_defines_it(argv, loaded, tmp_path:
 
 @pytest.mark.parametrize("command", list(COMMAND_MODULES))
 def test_every_command_accepts_workspace_and_exercises_dir_after_its_name(command):
-    result = run_cli(command, "--help")
-    assert result.exit_code == 0
-    for option in ("--workspace", "-w", "--exercises-dir"):
-        assert option in result.stdout, (command, option)
+    from trainer.cli import command_of
+
+    # Each subcommand of a group (`classroom init`, `classroom result`) takes them.
+    paths = leaf_commands(command_of(COMMAND_MODULES[command]), (command,))
+    assert paths
+    for path in paths:
+        result = run_cli(*path, "--help")
+        assert result.exit_code == 0, path
+        for option in ("--workspace", "-w", "--exercises-dir"):
+            assert option in result.stdout, (path, option)
 
 
 def test_the_root_accepts_the_same_two_options_before_the_command():

@@ -33,7 +33,8 @@ from trainer.commands.common import (
 from trainer.errors import ExitCode, SpecFieldError, TrainerError
 
 # Where each command is defined, in the order `trainer --help` lists them. A test
-# holds each module to defining exactly its command.
+# holds each module to defining exactly its command (or a group of its own subcommands,
+# as `classroom` is).
 COMMAND_MODULES = {
     "start": "trainer.commands.start",
     "check": "trainer.commands.check",
@@ -51,6 +52,7 @@ COMMAND_MODULES = {
     "new": "trainer.commands.new",
     "grade": "trainer.commands.grade",
     "grade-merge": "trainer.commands.grade_merge",
+    "classroom": "trainer.commands.classroom",
 }
 
 SPEC_ADVICE = "Fix that field of the spec; docs/spec-format.md describes every field."

@@ -759,6 +759,33 @@ def grade_table(book: Gradebook, written: Sequence[Path] = ()) -> None:
         out.print(f"Written: [bold]{_relative(path)}[/].")
 
 
+def classroom_written(files: Sequence[Path], points: Sequence[tuple[str, int]]) -> None:
+    """What ``classroom init`` wrote, and what each exercise is worth."""
+    for path in files:
+        out.print(f"wrote [bold]{_relative(path)}[/]")
+    for exercise_id, total in points:
+        out.print(_text(f"  {exercise_id}: {plural(total, 'point')} when every stage passes"))
+    total = sum(p for _, p in points)
+    out.print(f"{plural(total, 'point')} in all; a stage passed earns its weight.")
+
+
+def classroom_result(result: dict[str, Any]) -> None:
+    """A result's stages and points, on stderr: the step's log (stdout is its output)."""
+    tests = result["tests"]
+    if result["status"] == "error":  # every test gives the same reason: say it once
+        lines = [f"✘ {tests[0]['message']}" if tests else "✘ the check could not run"]
+    else:
+        lines = [
+            f"{'✔' if test['status'] == 'pass' else '✘'} {test['name']} "
+            f"({plural(test['score'], 'point')})"
+            + (f": {test['message']}" if test["status"] != "pass" else "")
+            for test in tests
+        ]
+    score = sum(test["score"] for test in tests)
+    lines.append(f"{result['status']}: {score}/{result['max_score']} points")
+    sys.stderr.write("\n".join(lines) + "\n")
+
+
 def _stage_title(stage_id: str) -> str:
     from trainer.vocabulary import STAGE_BY_ID
 
