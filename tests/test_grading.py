@@ -370,11 +370,15 @@ def test_merge_refuses_a_missing_a_repeated_or_a_foreign_shard(classroom, tmp_pa
         result = run_cli("grade", exercise, *files, "--json", "--shard", shard)
         (tmp_path / f"{name}.json").write_text(result.stdout)
     (tmp_path / "junk.json").write_text("{}")
+    broken = json.loads((tmp_path / "two.json").read_text())
+    del broken["grades"][0]["stages"][0]["verdict"]
+    (tmp_path / "broken.json").write_text(json.dumps(broken))
     for given, problem in (
         (["one"], "shard 2/2 is missing"),
         (["one", "one"], "are both shard 1/2"),
         (["one", "other"], "their exercise differs (tanh and sigmoid)"),
         (["junk"], "not a gradebook of this trainer"),
+        (["one", "broken"], "broken.json: a field is missing or of the wrong type"),
     ):
         result = run_cli("grade-merge", *(str(tmp_path / f"{g}.json") for g in given))
         assert result.exit_code == 2, given

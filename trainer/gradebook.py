@@ -165,9 +165,13 @@ class Gradebook:
                 grades=grades,
                 shard=(int(shard["index"]), int(shard["count"])),
             )
-        except (KeyError, TypeError, ValueError) as error:
-            what = str(error) if isinstance(error, ValueError) else f"{error!r} is missing or wrong"
-            raise TrainerError(f"{source}: {what}.") from None
+        except ValueError as error:
+            raise TrainerError(f"{source}: {error}.") from None
+        except (KeyError, TypeError, AttributeError) as error:
+            raise TrainerError(
+                f"{source}: a field is missing or of the wrong type ({error}); give the "
+                "output of `trainer grade --json` as it was written."
+            ) from None
         return book
 
 
