@@ -47,6 +47,7 @@ print(json.dumps({"code": code, "torch": "torch" in sys.modules}))
         (["reset", "--all", "--yes"], ""),
         (["--version"], ""),
         (["validate", "--help"], ""),
+        (["classroom", "init", "sigmoid", "relu"], ""),
     ],
     ids=lambda v: " ".join(v) if isinstance(v, list) else "",
 )
@@ -110,3 +111,26 @@ def test_the_console_script_dispatches_like_the_app(argv, code, words, tmp_path:
     )
     assert result.returncode == code, result.stderr
     assert words in result.stdout + result.stderr
+
+
+def test_merging_a_grades_shards_does_not_import_torch(tmp_path: Path):
+    from trainer.gradebook import Gradebook, error_grade
+    from trainer.spec import load_exercise
+
+    exercise = load_exercise(REPO / "exercises" / "sigmoid.yaml")
+    for k in (1, 2):
+        grades = [error_grade(exercise, f"s{k - 1}.py", k - 1, "cannot be read")]
+        book = Gradebook("sigmoid", "full", None, 2, grades, shard=(k, 2))
+        (tmp_path / f"shard-{k}.json").write_text(json.dumps(book.to_dict()))
+    argv = ["grade-merge", "shard-1.json", "shard-2.json", "--csv", "grades.csv"]
+    result = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(argv), ""],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={"TRAINER_WORKSPACE": str(tmp_path / "ws"), "PATH": "/usr/bin:/bin", **SOURCE},
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout.strip().splitlines()[-1]) == {"code": 0, "torch": False}
+    assert (tmp_path / "grades.csv").read_text().count("cannot be read") == 2
