@@ -325,6 +325,16 @@ def test_a_backward_that_depends_on_state_outside_ctx_fails_naming_the_call(
     assert words in message
 
 
+def test_a_formula_wrong_on_every_call_is_not_blamed_on_state(service, tmp_path):
+    source = sigmoid(SAVES_OUTPUT, "(y,) = ctx.saved_tensors\nreturn y * (1 - y)\n")
+    report = check(service, tmp_path, "sigmoid", source)
+    assert first_failure(report)[0] == "backward"
+    state = next(s for s in report.stages if s.id == "state")
+    assert state.verdict is Verdict.FAIL
+    assert "every one of the" in state.message and "as Backward parity shows" in state.message
+    assert state.diagnosis is None  # not "something outside ctx": nothing is kept
+
+
 TWO_OUTPUTS = """\
 import torch
 

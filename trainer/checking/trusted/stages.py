@@ -73,6 +73,8 @@ class Checked:
     stop_after_failure: bool = False
     # `trainer plot`: pictures of the gradient even when it is right.
     draw_always: bool = False
+    # The verdicts of the stages run so far, by id (a later stage may read an earlier one's).
+    verdicts: dict[str, Verdict] = field(default_factory=dict)
 
 
 @dataclass
@@ -403,6 +405,7 @@ def run_stages(checked: Checked, report: Reporter) -> None:
             continue
         run = functools.partial(stage_body(stage), checked)
         outcome = report(stage.id, functools.partial(_once, said, stage, sandbox, run))
+        checked.verdicts[stage.id] = outcome.verdict
         if stage.id == "load" and not outcome.passed:
             blocked = "the file did not load"
         elif checked.stop_after_failure and outcome.verdict == FAIL:

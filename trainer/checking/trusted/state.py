@@ -118,8 +118,9 @@ def _repeated(checked: Checked, run: Run) -> Failure | None:
         ),
         None,
     )
-    if len(wrong_calls) == len(order):
-        # Wrong from the first call on, for every value set: the formula, not state.
+    if len(wrong_calls) == len(order) and checked.verdicts.get("backward") == FAIL:
+        # Every call wrong, as Backward parity already found: the formula, not state. (A
+        # backward right there and wrong on every call here kept state from those calls.)
         text = (
             f"every one of the {len(order)} calls gives a wrong gradient ({summary}): "
             "the gradient is wrong whatever came before, as Backward parity shows"
