@@ -156,7 +156,7 @@ def _plan_key(job: dict[str, Any]) -> tuple[str, int]:
 
 
 def _plan(job: dict[str, Any]) -> Any:
-    from trainer.checking.trusted.checker import build_job_plan
+    from trainer.checking.trusted.checker import build_job_plan, warm_up_for
 
     key = _plan_key(job)
     if key not in _PLANS:
@@ -164,6 +164,8 @@ def _plan(job: dict[str, Any]) -> Any:
             _PLANS[key] = build_job_plan(job)
         except Exception:  # the checker builds it again and reports the problem
             return None
+        with contextlib.suppress(Exception):  # a checker that needs it imports it itself
+            warm_up_for(job)
         _settle()
     return _PLANS[key]
 
