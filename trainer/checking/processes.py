@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import os
 import signal
 import sys
@@ -26,12 +27,18 @@ _PR_SET_DUMPABLE = 4
 _PR_SET_CHILD_SUBREAPER = 36
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    """Loaded once per process tree: ``find_library`` runs ``ldconfig -p`` in a
+    subprocess, and every learner process sets itself dumpable."""
+    return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+
+
 def _prctl(option: int, value: int) -> bool:
     if not sys.platform.startswith("linux"):
         return False
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        return int(libc.prctl(option, value, 0, 0, 0)) == 0
+        return int(_libc().prctl(option, value, 0, 0, 0)) == 0
     except OSError:
         return False
 
