@@ -114,6 +114,9 @@ def run(
         confine=job.get("confine"),
     )
     if sandbox.pid:
+        from trainer.checking import processes
+
+        processes.share_a_cpu([sandbox.pid])
         channel.send(type="learner", pid=sandbox.pid)
     double_backward = bool(job.get("double_backward"))
     channel.send(type="ready", stages=stage_ids(exercise, double_backward))
