@@ -14,6 +14,9 @@ from trainer.checking.report import Verdict
 
 SPECS = CATALOG.spec_paths()
 
+# What validate and new say, on the worker's warm checking server.
+pytestmark = pytest.mark.usefixtures("warm_commands")
+
 
 @pytest.mark.parametrize("spec", SPECS, ids=lambda path: path.stem)
 def test_each_spec_of_the_catalogue_validates_and_its_stub_fails_for_want_of_a_backward(
