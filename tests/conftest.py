@@ -77,6 +77,43 @@ def _close_shared_service() -> Iterator[None]:
         service.close()
 
 
+class _Lent:
+    """The shared warm server, lent to code that would start one of its own: its checks
+    take the same launch path; it is left running when that code is done with it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self._service = shared_service()
+
+    def launch(self, job: dict[str, Any]) -> Any:
+        return self._service.launch(job)
+
+    def exit_code(self, pid: int, wait: float) -> int | None:
+        return self._service.exit_code(pid, wait)
+
+    def close(self) -> None:
+        return None
+
+    def __enter__(self) -> _Lent:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+@pytest.fixture
+def warm_commands(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands check on the shared warm server instead of starting a server each (a
+    torch import, ~2 s of CPU): for tests of what a command says, records or draws, not
+    of how a check starts. A server's own start, cold checks, timeouts and everything
+    about processes keep their tests on servers of their own (test_commands, test_warm,
+    test_startup, test_reliability, test_isolation, test_protection, ...)."""
+    import trainer.authoring
+    import trainer.checking.runner
+
+    monkeypatch.setattr(trainer.checking.runner, "CheckingService", _Lent)
+    monkeypatch.setattr(trainer.authoring, "CheckingService", _Lent)
+
+
 _OPTIONS = {
     "--timeout": ("timeout", float),
     "--memory-limit": ("memory_limit_mb", int),

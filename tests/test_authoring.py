@@ -3,19 +3,71 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from tests.conftest import REPO, run_cli
+import trainer.authoring
+from tests.conftest import CATALOG, REPO, run_cli, shared_service
+from trainer.authoring import Validation, shared_quiz_paths
+from trainer.checking.report import Verdict
+
+SPECS = CATALOG.spec_paths()
+
+# What validate and new say, on the worker's warm checking server.
+pytestmark = pytest.mark.usefixtures("warm_commands")
 
 
-def test_validate_passes_over_the_whole_catalogue():
+@pytest.mark.parametrize("spec", SPECS, ids=lambda path: path.stem)
+def test_each_spec_of_the_catalogue_validates_and_its_stub_fails_for_want_of_a_backward(
+    spec: Path,
+):
+    """What `trainer validate` does for each spec of the catalogue (the command's own
+    run over the whole catalogue is below), one spec a test so that the workers share
+    the catalogue: the schema holds, the stub fails, the reference passes, each wrong
+    variant fails at its declared stage with its declared mistake."""
+    (result,) = trainer.authoring.validate(
+        [(spec, CATALOG.display_name(spec))],
+        catalogue=SPECS,
+        shared_quizzes=shared_quiz_paths(CATALOG.roots),
+        service=shared_service(),
+    )
+    assert result.ok, result.problems
+    assert result.variants and all(v.ok for v in result.variants)
+    # The untouched stub fails because backward is not written: it loads, forward works.
+    assert result.stub_report is not None
+    report = result.stub_report
+    assert not report.passed
+    verdicts = {s.id: s.verdict for s in report.stages}
+    assert verdicts["load"] is Verdict.PASS
+    assert verdicts["forward"] is Verdict.PASS
+    backward = next(s for s in report.stages if s.id == "backward")
+    assert backward.message.startswith("backward() is not written yet")
+
+
+def test_validate_without_paths_validates_the_whole_catalogue_and_exits_0(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    """The command validates every spec of the catalogue (each one's checks are the test
+    above), compares questions across it and its shared quizzes, and exits 0 with
+    ``ok`` when every spec holds."""
+    calls: list[dict[str, Any]] = []
+
+    def validate(specs: Any, **options: Any) -> list[Validation]:
+        calls.append({"specs": list(specs), **options})
+        return [Validation(spec=name, exercise_id=Path(name).stem) for _, name in specs]
+
+    monkeypatch.setattr(trainer.authoring, "validate", validate)
     result = run_cli("validate", "--json")
+    assert result.exit_code == 0, result.stdout
     document = result.json()
-    failing = {s["spec"]: s["problems"] for s in document["specs"] if not s["ok"]}
-    assert result.exit_code == 0, failing
     assert document["ok"] is True
-    assert len(document["specs"]) >= 3
+    assert len(document["specs"]) == len(SPECS) >= 3
+    (call,) = calls
+    assert [path for path, _ in call["specs"]] == SPECS
+    assert [name for _, name in call["specs"]] == [CATALOG.display_name(p) for p in SPECS]
+    assert list(call["catalogue"]) == SPECS
+    assert list(call["shared_quizzes"]) == shared_quiz_paths(CATALOG.roots)
 
 
 @pytest.fixture

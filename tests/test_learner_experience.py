@@ -21,6 +21,9 @@ from trainer.settings import SETTINGS_FILE
 from trainer.spec import TRACKS
 from trainer.workspace import scratch_text
 
+# What the in-process commands say and record (`trainer(...)` runs a real process), on the worker's warm checking server.
+pytestmark = pytest.mark.usefixtures("warm_commands")
+
 
 def trainer(
     *args: str, cwd: Path, columns: int = 80, workspace: Path | None = None, **env: str

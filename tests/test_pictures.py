@@ -36,6 +36,10 @@ from trainer.pictures import (
 )
 from trainer.spec import ScalarParam, TensorParam
 
+# What check --plot and plot draw, on the worker's warm checking server.
+pytestmark = pytest.mark.usefixtures("warm_commands")
+
+
 REPO = Path(__file__).resolve().parent.parent
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 UPDATE = os.environ.get("TRAINER_UPDATE_SNAPSHOTS") == "1"

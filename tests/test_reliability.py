@@ -152,6 +152,7 @@ def test_the_same_allocation_passes_under_the_default_memory_limit(tmp_path):
     assert exit_code == 0, [s["message"] for s in report["stages"] if s["verdict"] == "fail"]
 
 
+@pytest.mark.usefixtures("warm_commands")
 def test_a_workspace_with_spaces_and_non_ascii_characters_works(tmp_path):
     workspace = tmp_path / "my wörk späce ✓"
     workspace.mkdir()

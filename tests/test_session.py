@@ -20,6 +20,9 @@ from trainer.state import StateStore
 from trainer.watch import watch_loop
 from trainer.workspace import scratch_text
 
+# What the commands say and record, on the worker's warm checking server.
+pytestmark = pytest.mark.usefixtures("warm_commands")
+
 COMMANDS = [
     "start",
     "check",

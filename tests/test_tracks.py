@@ -6,9 +6,14 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import CATALOG, REPO, run_cli
 from trainer.catalog import sort_key
 from trainer.spec import DIFFICULTIES, TRACKS, load_exercise
+
+# What the commands say and record, on the worker's warm checking server.
+pytestmark = pytest.mark.usefixtures("warm_commands")
 
 
 def _state(workspace: Path) -> dict[str, object]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from collections.abc import Callable, Sequence
@@ -51,6 +52,8 @@ class Validation:
     variants: list[VariantResult] = field(default_factory=list)
     # Broken content rules (trainer.content_rules): shown, never a failure.
     warnings: list[str] = field(default_factory=list)
+    # The untouched stub's check, as it ran (first failure only): where it fails, and why.
+    stub_report: CheckReport | None = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -119,6 +122,7 @@ def validate(
     on_done: Callable[[], None] | None = None,
     catalogue: Sequence[Path] = (),
     shared_quizzes: Sequence[Path] = (),
+    service: CheckingService | None = None,
 ) -> list[Validation]:
     """Check every spec, its stub, its reference solution and its wrong variants, in parallel.
 
@@ -126,33 +130,16 @@ def validate(
     process, so threads are enough to keep every core busy. Each spec's
     content is also held to :mod:`trainer.content_rules`, its questions
     compared with the other specs of ``catalogue`` and the ``shared_quizzes``;
-    what breaks a rule becomes a warning, never a failure.
+    what breaks a rule becomes a warning, never a failure. The checks run on
+    ``service`` when given (left running), else on a checking server of their own,
+    started only when there is something to check.
     """
     workers = jobs or os.cpu_count() or 1
     results: list[Validation] = []
-    # torch is imported once, by a warm process; each check is a fork of it.
-    with (
-        tempfile.TemporaryDirectory(prefix="trainer-validate-") as scratch,
-        CheckingService() as warm,
-        ThreadPoolExecutor(max_workers=workers) as pool,
-    ):
-        pending: list[tuple[Validation, str, Future[CheckReport], WrongVariant | None]] = []
-        loaded: list[tuple[Validation, Exercise]] = []
-
-        def submit(exercise: Exercise, file: Path, *, must_pass: bool) -> Future[CheckReport]:
-            # A file that must fail is judged by its first failure: skip the rest.
-            future = pool.submit(
-                run_check,
-                exercise,
-                file,
-                solution=solution_path(exercise),
-                service=warm,
-                stop_after_failure=not must_pass,
-            )
-            if on_done is not None:
-                future.add_done_callback(lambda _: on_done())
-            return future
-
+    # What to check, in the order results are gathered: (result, kind, exercise, file, variant).
+    checks: list[tuple[Validation, str, Exercise, Path, WrongVariant | None]] = []
+    loaded: list[tuple[Validation, Exercise]] = []
+    with tempfile.TemporaryDirectory(prefix="trainer-validate-") as scratch:
         for path, name in specs:
             result = Validation(spec=name)
             results.append(result)
@@ -166,12 +153,10 @@ def validate(
             stub = Path(scratch) / exercise.id / f"{exercise.id}.py"
             stub.parent.mkdir(parents=True, exist_ok=True)
             stub.write_text(exercise.stub, encoding="utf-8")
-            pending.append((result, "stub", submit(exercise, stub, must_pass=False), None))
+            checks.append((result, "stub", exercise, stub, None))
             reference = solution_path(exercise)
             if reference.is_file():
-                pending.append(
-                    (result, "solution", submit(exercise, reference, must_pass=True), None)
-                )
+                checks.append((result, "solution", exercise, reference, None))
             else:
                 result.solution = f"no reference solution at {reference}"
             for declared in exercise.wrong_variants:
@@ -179,34 +164,56 @@ def validate(
                 if not file.is_file():
                     result.variants.append(VariantResult(declared, "missing file", None))
                     continue
-                pending.append(
-                    (result, "variant", submit(exercise, file, must_pass=False), declared)
-                )
+                checks.append((result, "variant", exercise, file, declared))
 
-        # The content rules are cheap: they run while the checks do.
-        warnings = content_warnings_by_id([e for _, e in loaded], catalogue, shared_quizzes)
-        for result, exercise in loaded:
-            result.warnings = warnings[exercise.id]
+        futures: dict[int, Future[CheckReport]] = {}
+        with contextlib.ExitStack() as running:
+            if checks:
+                # torch is imported once, by a warm process; each check is a fork of it.
+                warm = service or running.enter_context(CheckingService())
+                pool = running.enter_context(ThreadPoolExecutor(max_workers=workers))
+                # The references first: they run every stage, the longest checks, so none
+                # is left running alone on one core at the end.
+                for index in sorted(range(len(checks)), key=lambda i: checks[i][1] != "solution"):
+                    _, kind, exercise, file, _ = checks[index]
+                    # A file that must fail is judged by its first failure: skip the rest.
+                    futures[index] = pool.submit(
+                        run_check,
+                        exercise,
+                        file,
+                        solution=solution_path(exercise),
+                        service=warm,
+                        stop_after_failure=kind != "solution",
+                    )
+                    if on_done is not None:
+                        futures[index].add_done_callback(lambda _: on_done())
 
-        for result, kind, future, variant in pending:
-            try:
-                report = future.result()
-            except TrainerError as error:
-                message = f"the check could not run: {error.message}"
-                if kind == "variant" and variant is not None:
-                    result.variants.append(VariantResult(variant, "error", None))
-                elif kind == "stub":
-                    result.stub = message
-                else:
-                    result.solution = message
-                continue
-            stage, mistake, message = _first_failure(report)
-            if kind == "stub" and stage is None:
-                result.stub = "the untouched stub passes every stage: it must fail"
-            elif kind == "solution" and stage is not None:
-                result.solution = f"the reference solution fails at {stage}: {message}"
-            elif kind == "variant" and variant is not None:
-                result.variants.append(VariantResult(variant, stage, mistake))
+            # The content rules are cheap: they run while the checks do.
+            warnings = content_warnings_by_id([e for _, e in loaded], catalogue, shared_quizzes)
+            for result, exercise in loaded:
+                result.warnings = warnings[exercise.id]
+
+            for index, (result, kind, _, _, variant) in enumerate(checks):
+                try:
+                    report = futures[index].result()
+                except TrainerError as error:
+                    message = f"the check could not run: {error.message}"
+                    if kind == "variant" and variant is not None:
+                        result.variants.append(VariantResult(variant, "error", None))
+                    elif kind == "stub":
+                        result.stub = message
+                    else:
+                        result.solution = message
+                    continue
+                stage, mistake, message = _first_failure(report)
+                if kind == "stub":
+                    result.stub_report = report
+                    if stage is None:
+                        result.stub = "the untouched stub passes every stage: it must fail"
+                elif kind == "solution" and stage is not None:
+                    result.solution = f"the reference solution fails at {stage}: {message}"
+                elif kind == "variant" and variant is not None:
+                    result.variants.append(VariantResult(variant, stage, mistake))
     return results
 
 

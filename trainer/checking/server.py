@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import hashlib
 import json
 import os
@@ -85,6 +86,7 @@ def _serve(control: socket.socket, to_zygote: socket.socket, zygote_pid: int) ->
     from trainer.checking.trusted import checker
 
     checker.warm_up()
+    _settle()
     transport.send_with_fds(control, {"ready": True})
     checkers: set[int] = set()
     selector = selectors.DefaultSelector()
@@ -139,13 +141,22 @@ def _reap(control: socket.socket, checkers: set[int], zygote_pid: int) -> bool:
     return True
 
 
+def _settle() -> None:
+    """Keep the cyclic garbage collector off what every checker inherits (torch, the
+    stages, the cached plans): a full collection in a checker would walk all of it, and
+    write to every page it walks, which the checker then copies from this process.
+    Only this trusted server freezes: the learner zygote was forked before."""
+    gc.collect()
+    gc.freeze()
+
+
 def _plan_key(job: dict[str, Any]) -> tuple[str, int]:
     spec = json.dumps(job.get("exercise"), sort_keys=True)
     return hashlib.sha256(spec.encode()).hexdigest(), int(job.get("seed", 0))
 
 
 def _plan(job: dict[str, Any]) -> Any:
-    from trainer.checking.trusted.checker import build_job_plan
+    from trainer.checking.trusted.checker import build_job_plan, warm_up_for
 
     key = _plan_key(job)
     if key not in _PLANS:
@@ -153,6 +164,9 @@ def _plan(job: dict[str, Any]) -> Any:
             _PLANS[key] = build_job_plan(job)
         except Exception:  # the checker builds it again and reports the problem
             return None
+        with contextlib.suppress(Exception):  # a checker that needs it imports it itself
+            warm_up_for(job)
+        _settle()
     return _PLANS[key]
 
 

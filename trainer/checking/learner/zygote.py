@@ -19,6 +19,7 @@ in a new session cannot outlive the check either.
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import resource
 import selectors
@@ -55,6 +56,11 @@ def serve(sock: socket.socket) -> LearnerTask:
     """Fork learner processes on request; returns only in a forked learner process."""
     processes.become_subreaper()
     confine.prepare()
+    # Every learner process starts just after a full collection: torch's import leaves
+    # enough objects waiting that a learner's first allocations would otherwise set off
+    # a full one in it (walking, and so copying, all of torch: ~0.1 s). Nothing is
+    # frozen here: in the learner's process gc works as in any program.
+    gc.collect()
     learners: dict[int, _Learner] = {}
     selector = selectors.DefaultSelector()
     selector.register(sock, selectors.EVENT_READ, None)

@@ -38,11 +38,26 @@ def warm_up() -> None:
     # on first use: 0.5 s that every forked checker would pay again.
     import torch.fx.experimental.symbolic_shapes  # noqa: F401
 
+    # A failing stage draws its picture: most checks of a wrong file need these.
+    import trainer.checking.trusted.pictures  # noqa: F401
     from trainer.checking.trusted.stages import stage_body
     from trainer.vocabulary import STAGES
 
     for stage in STAGES:
         stage_body(stage)
+
+
+def warm_up_for(job: dict[str, Any]) -> None:
+    """Import, once in the server, what this exercise's stages import on first use, so
+    that its checkers (forks of the server) do not each pay it. Too slow for
+    :func:`warm_up`, which every server runs, checking any exercise."""
+    from trainer.vocabulary import stages_for
+
+    stages = {stage.id for stage in stages_for(job_exercise(job), bool(job.get("double_backward")))}
+    if "jvp" in stages:
+        # torch.func.jvp (the reference's tangents) imports torch._dynamo: 0.8 s of CPU.
+        import torch._decomp.decompositions_for_jvp
+        import torch._dynamo  # noqa: F401
 
 
 def job_exercise(job: dict[str, Any]) -> Exercise:
@@ -99,6 +114,9 @@ def run(
         confine=job.get("confine"),
     )
     if sandbox.pid:
+        from trainer.checking import processes
+
+        processes.share_a_cpu([sandbox.pid])
         channel.send(type="learner", pid=sandbox.pid)
     double_backward = bool(job.get("double_backward"))
     channel.send(type="ready", stages=stage_ids(exercise, double_backward))
