@@ -109,9 +109,11 @@ def warm_commands(monkeypatch: pytest.MonkeyPatch) -> None:
     test_startup, test_reliability, test_isolation, test_protection, ...)."""
     import trainer.authoring
     import trainer.checking.runner
+    import trainer.grading
 
     monkeypatch.setattr(trainer.checking.runner, "CheckingService", _Lent)
     monkeypatch.setattr(trainer.authoring, "CheckingService", _Lent)
+    monkeypatch.setattr(trainer.grading, "CheckingService", _Lent)
 
 
 _OPTIONS = {
