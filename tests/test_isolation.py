@@ -410,6 +410,43 @@ def test_patching_tensor_subtraction_fails_even_with_a_correct_backward(write_fi
     assert "torch.Tensor.__sub__" in failure["message"]
 
 
+def test_the_guard_finds_every_kind_of_patch_whenever_it_was_made():
+    """The learner process's guard, in this process: a name replaced with setattr,
+    written into the namespace, deleted, or replaced by another thread between two of
+    its checks, is reported and put back; a namespace left alone, or put back, is not."""
+    import threading
+
+    import numpy
+    import torch
+
+    from trainer.checking.learner.guard import NamespaceGuard
+
+    def fake(*args: object) -> None:  # not torch's own (torch's own replacements are kept)
+        return None
+
+    def names(patched: list[str]) -> list[str]:
+        return [p.split(" ")[0] for p in patched]  # without "(by file, line n)"
+
+    guard = NamespaceGuard.for_torch([torch.Tensor, torch.autograd.Function])
+    sigmoid, exp, pi = torch.sigmoid, torch.exp, numpy.pi
+    assert guard.restore() == []
+    torch.sigmoid = fake  # type: ignore[assignment]
+    assert names(guard.restore()) == ["torch.sigmoid"]
+    vars(torch)["exp"] = fake
+    del numpy.pi
+    assert names(guard.restore()) == ["numpy.pi", "torch.exp"]
+    assert (torch.sigmoid, torch.exp, numpy.pi) == (sigmoid, exp, pi)
+    assert guard.restore() == []
+    patcher = threading.Thread(target=setattr, args=(torch, "sigmoid", fake))
+    patcher.start()
+    patcher.join()
+    assert names(guard.restore()) == ["torch.sigmoid"]
+    assert torch.sigmoid is sigmoid
+    torch.sigmoid = fake  # type: ignore[assignment]
+    torch.sigmoid = sigmoid  # replaced and put back: nothing to report
+    assert guard.restore() == []
+
+
 def test_the_checkers_comparison_is_not_in_the_learners_process_to_patch(write_file):
     path = write_file(
         "patches_checker.py",

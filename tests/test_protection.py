@@ -274,6 +274,7 @@ def test_a_cpu_time_runaway_is_stopped_by_the_cpu_cap_before_the_timeout(victim,
     unchanged()
 
 
+@pytest.mark.usefixtures("warm_commands")  # what grade says of the level
 def test_grade_says_the_level_once_at_the_top(tmp_path):
     submissions = tmp_path / "class"
     submissions.mkdir()
@@ -288,6 +289,7 @@ def test_grade_says_the_level_once_at_the_top(tmp_path):
     assert document["protection"]["level"] in ("full", "partial", "none")
 
 
+@pytest.mark.usefixtures("warm_commands")  # what grade says of the level
 def test_grade_refuses_without_full_protection_unless_told_unprotected(tmp_path, monkeypatch):
     import trainer.grading
 

@@ -172,9 +172,15 @@ def validate(
                 # torch is imported once, by a warm process; each check is a fork of it.
                 warm = service or running.enter_context(CheckingService())
                 pool = running.enter_context(ThreadPoolExecutor(max_workers=workers))
-                # The references first: they run every stage, the longest checks, so none
-                # is left running alone on one core at the end.
-                for index in sorted(range(len(checks)), key=lambda i: checks[i][1] != "solution"):
+                # Spec by spec (the checking server keeps the plans of the last few), each
+                # reference first: it runs every stage, the longest check of its spec.
+                spec_of = {id(result): n for n, (result, _) in enumerate(loaded)}
+
+                def turn(index: int) -> tuple[int, bool]:
+                    result, kind, _, _, _ = checks[index]
+                    return spec_of[id(result)], kind != "solution"
+
+                for index in sorted(range(len(checks)), key=turn):
                     _, kind, exercise, file, _ = checks[index]
                     # A file that must fail is judged by its first failure: skip the rest.
                     futures[index] = pool.submit(

@@ -17,7 +17,9 @@ reuses the exercise's plan, and forks a checker for it in a session of its own.
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import ctypes
 import functools
 import gc
 import hashlib
@@ -34,8 +36,10 @@ from typing import Any
 from trainer.checking import processes, transport
 
 # Plans by (spec, seed): computing one is trusted work, the same for every
-# check of an exercise, and forks inherit a cached plan.
-_PLANS: dict[tuple[str, int], Any] = {}
+# check of an exercise, and forks inherit a cached plan. Only the last few are kept:
+# a plan holds a few MB of tensors, and every fork copies this process's page tables.
+_PLANS: collections.OrderedDict[tuple[str, int], Any] = collections.OrderedDict()
+PLANS_KEPT = 4
 # The bytes the reference solution saves for backward (advice), per plan and solution
 # version: worked out once here too, not again in every check.
 _SAVED: dict[tuple[tuple[str, int], str, str], dict[str, int]] = {}
@@ -143,11 +147,20 @@ def _reap(control: socket.socket, checkers: set[int], zygote_pid: int) -> bool:
 
 def _settle() -> None:
     """Keep the cyclic garbage collector off what every checker inherits (torch, the
-    stages, the cached plans): a full collection in a checker would walk all of it, and
-    write to every page it walks, which the checker then copies from this process.
-    Only this trusted server freezes: the learner zygote was forked before."""
+    stages and what they import): a full collection in a checker would walk all of it,
+    and write to every page it walks, which the checker then copies from this process.
+    Only this trusted server freezes: the learner zygote was forked before. Plans are
+    not frozen: they are let go (:func:`_plan`)."""
     gc.collect()
     gc.freeze()
+
+
+def _let_go() -> None:
+    """Free what dropped plans held and give the memory back to the system, so that
+    forks stop copying page tables for it."""
+    gc.collect()
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def _plan_key(job: dict[str, Any]) -> tuple[str, int]:
@@ -159,15 +172,25 @@ def _plan(job: dict[str, Any]) -> Any:
     from trainer.checking.trusted.checker import build_job_plan, warm_up_for
 
     key = _plan_key(job)
-    if key not in _PLANS:
-        try:
-            _PLANS[key] = build_job_plan(job)
-        except Exception:  # the checker builds it again and reports the problem
-            return None
-        with contextlib.suppress(Exception):  # a checker that needs it imports it itself
-            warm_up_for(job)
+    if key in _PLANS:
+        _PLANS.move_to_end(key)
+        return _PLANS[key]
+    imported = len(sys.modules)
+    with contextlib.suppress(Exception):  # a checker that needs it imports it itself
+        warm_up_for(job)
+    if len(sys.modules) > imported:
         _settle()
-    return _PLANS[key]
+    try:
+        plan = build_job_plan(job)
+    except Exception:  # the checker builds it again and reports the problem
+        return None
+    _PLANS[key] = plan
+    if len(_PLANS) > PLANS_KEPT:
+        dropped, _ = _PLANS.popitem(last=False)
+        for saved in [k for k in _SAVED if k[0] == dropped]:
+            del _SAVED[saved]
+        _let_go()
+    return plan
 
 
 def _reference_saved(job: dict[str, Any], plan: Any) -> dict[str, int] | None:

@@ -48,7 +48,7 @@ import shutil
 import socket
 import sys
 import tempfile
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 
 import landlockpy  # pure Python (ctypes): imports on any platform, acts on Linux
@@ -111,13 +111,20 @@ def release(pid: int, scratch: str | None) -> None:
 
 
 def confine(
-    settings: object, scratch: str | None, file: str, memory: str | None
+    settings: object,
+    scratch: str | None,
+    file: str,
+    memory: str | None,
+    moved: Callable[[], str | None] | None = None,
 ) -> ProtectionLevel:
     """Apply every protection the kernel allows to this (forked, single-threaded) process.
 
     ``settings`` comes from the spawn header: ``cpu_seconds``, ``processes`` and
     ``skip`` (protections left out, to measure their cost or prove their tests).
-    ``memory`` says how the zygote capped memory, None when it did not.
+    ``memory`` says how the zygote capped memory, None when it did not. ``moved``,
+    when the zygote moves this process into its pids cgroup (root, see
+    :func:`move_into_pids_cgroup`), waits for that move and returns the cgroup
+    (None: there is none).
     """
     options: Mapping[str, object] = settings if isinstance(settings, dict) else {}
     skip = {str(s) for s in _list(options.get("skip"))}
@@ -144,19 +151,25 @@ def confine(
 
     root = os.geteuid() == 0
     # Root's own processes are never counted against RLIMIT_NPROC: a cgroup caps them.
-    # It must be joined now, while this process may still write the cgroup's files.
+    # Joined by this process, it must be joined now, while it may still write the
+    # cgroup's files; moved there by the zygote, it is waited for below.
     cgroup: str | None = None
-    if root and "processes" not in skip:
+    if root and "processes" not in skip and moved is None:
         with contextlib.suppress(_Missing, OSError):
             cgroup = _join_pids_cgroup(processes)
     namespaces = _namespaces(skip)
     attempt("network", functools.partial(_network, namespaces))
-    attempt("processes", functools.partial(_cap_processes, processes, namespaces, root, cgroup))
     attempt("cpu_time", functools.partial(_cap_cpu, cpu_seconds))
     if scratch:
         os.environ["TMPDIR"] = scratch
         tempfile.tempdir = scratch
     attempt("files", functools.partial(_landlock, scratch, Path(file), "network" not in skip))
+    if root and "processes" not in skip and moved is not None:
+        # The zygote moved this process into its cgroup while the steps above ran (a
+        # move waits for the kernel's RCU grace period: ~10 ms on a busy machine). It
+        # has started nothing, and the learner's code runs only after this.
+        cgroup = moved()
+    attempt("processes", functools.partial(_cap_processes, processes, namespaces, root, cgroup))
     APPLIED.update(applied)
     ordered = {n: applied[n] for n in PROTECTIONS if n in applied}
     return ProtectionLevel(ordered, {n: missing[n] for n in PROTECTIONS if n in missing})
@@ -348,14 +361,56 @@ def _pids_cgroup_base() -> Path | None:
 
 def _join_pids_cgroup(limit: int) -> str:
     """Move this process into a fresh ``pids`` cgroup capped at ``limit`` tasks."""
+    return _pids_cgroup_for(os.getpid(), limit)
+
+
+def _pids_cgroup_for(pid: int, limit: int) -> str:
+    """Move ``pid`` into a fresh ``pids`` cgroup of its own capped at ``limit`` tasks."""
     base = _pids_cgroup_base()
     if base is None:
         raise _Missing("no pids cgroup")
-    own = base / f"trainer-{os.getpid()}"
+    own = base / f"trainer-{pid}"
     own.mkdir(exist_ok=True)
     (own / "pids.max").write_text(str(limit))
-    (own / "cgroup.procs").write_text(str(os.getpid()))
+    (own / "cgroup.procs").write_text(str(pid))
     return str(own)
+
+
+def pids_cgroup_limit(settings: object) -> int | None:
+    """The cap of the pids cgroup the zygote moves a learner process into, from the spawn
+    header's settings; None when there is none to move it into (not root, or left out)."""
+    options: Mapping[str, object] = settings if isinstance(settings, dict) else {}
+    if os.geteuid() != 0 or "processes" in {str(s) for s in _list(options.get("skip"))}:
+        return None
+    return _positive(options.get("processes"), DEFAULT_PROCESSES)
+
+
+def move_into_pids_cgroup(pid: int, limit: int, word: int) -> None:
+    """In the zygote: move the fresh learner process ``pid`` into a pids cgroup of its own,
+    then write the cgroup's path to ``word`` (nothing when it could not) and close it.
+    The learner process waits for that word (:func:`moved_word`) before its file runs."""
+    try:
+        with contextlib.suppress(_Missing, OSError):
+            os.write(word, _pids_cgroup_for(pid, limit).encode())
+    finally:
+        os.close(word)
+
+
+def moved_word(word: int) -> Callable[[], str | None]:
+    """In the learner process: what waits for :func:`move_into_pids_cgroup`'s word."""
+
+    def wait() -> str | None:
+        chunks = []
+        try:
+            while chunk := os.read(word, 4096):
+                chunks.append(chunk)
+        except OSError:
+            return None
+        finally:
+            os.close(word)
+        return b"".join(chunks).decode() or None
+
+    return wait
 
 
 # -- files: Landlock -----------------------------------------------------------------------

@@ -15,9 +15,10 @@ torch's doing, and is kept without blame.
 
 from __future__ import annotations
 
+import ctypes
 import operator
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from itertools import repeat
 from types import ModuleType
 
@@ -48,6 +49,9 @@ class NamespaceGuard:
     def __init__(self, modules: list[ModuleType], classes: list[type]) -> None:
         self._modules = {m.__name__: (m, dict(vars(m))) for m in modules}
         self._classes = {_qualname(c): (c, dict(vars(c))) for c in classes}
+        # Each module namespace's version (see _dict_version) when it was last found
+        # as saved: while it has not changed since, there is nothing to compare.
+        self._versions = {name: _dict_version(vars(m)) for name, (m, _) in self._modules.items()}
 
     @classmethod
     def for_torch(cls, classes: list[type]) -> NamespaceGuard:
@@ -59,6 +63,11 @@ class NamespaceGuard:
         patched: list[str] = []
         for name, (module, saved) in self._modules.items():
             current = vars(module)
+            # Read before the comparison: a change made while it runs shows next time.
+            version = _dict_version(current)
+            if version is not None and version == self._versions[name]:
+                continue  # not changed in any way since it was last found as saved
+            self._versions[name] = version
             if _untouched(saved, current):
                 continue
             for key, value in saved.items():
@@ -91,6 +100,52 @@ class NamespaceGuard:
                 patched.append(f"{name}.{key}{_where(current[key])}")
                 delattr(klass, key)
         return sorted(patched)
+
+
+def _version_reader() -> Callable[[dict[str, object]], int] | None:
+    """What reads CPython's private version tag of a dict (PEP 509: every change of the
+    dict gives it a new one), or None where it cannot be read, and then every call
+    compares the names. Trusted only after trying it: the header must be where it is
+    on CPython 3.10-3.13 (``ma_used`` gives the length) and the tag must change with
+    each kind of change and with nothing else."""
+    if sys.implementation.name != "cpython" or not (3, 10) <= sys.version_info[:2] <= (3, 13):
+        return None
+    used = 2 * ctypes.sizeof(ctypes.c_void_p)  # after ob_refcnt and ob_type
+    tag = used + ctypes.sizeof(ctypes.c_ssize_t)
+
+    def read(namespace: dict[str, object]) -> int:
+        return ctypes.c_uint64.from_address(id(namespace) + tag).value
+
+    try:
+        probes: list[dict[str, object]] = [{}, {"a": 1}, dict.fromkeys(map(str, range(50)))]
+        if any(ctypes.c_ssize_t.from_address(id(p) + used).value != len(p) for p in probes):
+            return None
+        probe = probes[1]
+        seen = [read(probe)]
+        _ = probe.get("a"), list(probe), dict(probe)  # reading changes nothing
+        seen.append(read(probe))
+        probe["a"] = 2  # a new value, same key
+        seen.append(read(probe))
+        probe["b"] = 3
+        seen.append(read(probe))
+        del probe["b"]
+        seen.append(read(probe))
+        probe.update(c=4)
+        seen.append(read(probe))
+        probe.pop("c")
+        seen.append(read(probe))
+        if seen[0] != seen[1] or len(set(seen[1:])) != len(seen) - 1:
+            return None
+    except (ValueError, OSError):
+        return None
+    return read
+
+
+_read_version = _version_reader()
+
+
+def _dict_version(namespace: dict[str, object]) -> int | None:
+    return _read_version(namespace) if _read_version is not None else None
 
 
 def _untouched(saved: dict[str, object], current: Mapping[str, object]) -> bool:

@@ -94,10 +94,16 @@ def _on_request(
         return None
     control_fd, learner_fd, output_fd = fds
     scratch = _scratch_folder()
+    # As root, the learner process's process cap is a pids cgroup, which this process
+    # moves it into while it confines itself; it waits for the word on this pipe.
+    cap = confine.pids_cgroup_limit(header.get("confine"))
+    word_read, word_write = os.pipe() if cap is not None else (-1, -1)
     pid = os.fork()
     if pid == 0:
         header["scratch"] = scratch
-        return _become_learner(sock, learners, header, control_fd, learner_fd, output_fd)
+        if word_write >= 0:
+            os.close(word_write)
+        return _become_learner(sock, learners, header, control_fd, learner_fd, output_fd, word_read)
     os.close(learner_fd)
     os.close(output_fd)
     control = socket.socket(fileno=control_fd)
@@ -105,6 +111,9 @@ def _on_request(
     selector.register(control, selectors.EVENT_READ, pid)
     with contextlib.suppress(OSError):
         transport.send_with_fds(control, {"pid": pid})
+    if cap is not None:
+        os.close(word_read)
+        confine.move_into_pids_cgroup(pid, cap, word_write)
     return None
 
 
@@ -115,8 +124,10 @@ def _become_learner(
     control_fd: int,
     learner_fd: int,
     output_fd: int,
+    word: int = -1,
 ) -> LearnerTask:
-    """In the forked child: shed every descriptor but its own, then go."""
+    """In the forked child: shed every descriptor but its own, then go. ``word``: where the
+    zygote says it moved this process into its pids cgroup (-1: it does not move it)."""
     os.setsid()  # its own group: ending the group ends what it started
     sock.close()
     os.close(control_fd)
@@ -137,7 +148,8 @@ def _become_learner(
     if scratch:
         facts["cwd"] = scratch
     file = str(facts.get("file", ""))
-    protection = confine.confine(header.get("confine"), scratch, file, memory)
+    moved = confine.moved_word(word) if word >= 0 else None
+    protection = confine.confine(header.get("confine"), scratch, file, memory, moved)
     return LearnerTask(facts, learner_fd, protection)
 
 
