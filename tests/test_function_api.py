@@ -480,3 +480,53 @@ def test_a_branch_on_tensor_values_in_backward_fails_under_vmap_naming_the_line(
     failed = report.first_failure
     assert failed is not None
     assert any("if (n < 1e-12).any():" in d for d in failed.details)
+
+
+def test_the_learners_vector_jacobian_is_torchs_grad_and_stays_differentiable():
+    """In-process: the learner side's shortcut to autograd's engine gives what
+    ``torch.autograd.grad`` gives, first and second order, and falls back to it (and
+    its words) when an upstream gradient does not fit its output."""
+    from trainer.checking.learner.api_calls import vector_jacobian
+
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(3, 4, dtype=torch.float64, generator=generator, requires_grad=True)
+    w = torch.randn(4, dtype=torch.float64, generator=generator, requires_grad=True)
+    upstream = [torch.randn(3, dtype=torch.float64, generator=generator).requires_grad_()]
+    outputs = [torch.tanh(x @ w).exp()]
+    got = vector_jacobian(outputs, [x, w], upstream)
+    want = torch.autograd.grad(outputs, [x, w], upstream, create_graph=True)
+    for g, e in zip(got, want, strict=True):
+        assert g is not None and torch.equal(g, e) and g.requires_grad
+    got_total = torch.stack([g.sum() for g in got if g is not None]).sum()
+    second_got = torch.autograd.grad(got_total, [x, w, *upstream], retain_graph=True)
+    want_total = torch.stack([e.sum() for e in want]).sum()
+    second_want = torch.autograd.grad(want_total, [x, w, *upstream])
+    assert all(torch.equal(g, e) for g, e in zip(second_got, second_want, strict=True))
+    unused = torch.zeros(2, dtype=torch.float64, requires_grad=True)
+    assert vector_jacobian(outputs, [unused], upstream) == (None,)
+    with pytest.raises(RuntimeError, match="Mismatch in shape"):
+        vector_jacobian(outputs, [x], [torch.ones(4, dtype=torch.float64)])
+
+
+def test_differentiating_a_backward_twice_does_not_import_sympy_in_the_learners_process():
+    """torch.autograd.grad with grad_outputs imports sympy on first use (~0.25 s, in
+    every learner process of a second-order stage); the shortcut does not."""
+    import subprocess
+    import sys
+
+    script = textwrap.dedent(
+        """
+        import sys
+        import torch
+        from trainer.checking.learner.api_calls import vector_jacobian
+        x = torch.randn(5, dtype=torch.float64, requires_grad=True)
+        u = torch.randn(5, dtype=torch.float64, requires_grad=True)
+        (g,) = vector_jacobian([x.sin()], [x], [u])
+        torch.autograd.grad(g.sum(), [x, u])
+        print("sympy" in sys.modules)
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True
+    )
+    assert result.stdout.strip() == "False"

@@ -353,7 +353,7 @@ def _double(
     outputs = result if isinstance(result, tuple | list) else (result,)
     outputs, upstream = api_calls.differentiable(outputs, upstream)
     inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
-    grads = torch.autograd.grad(outputs, inputs, upstream, create_graph=True, allow_unused=True)
+    grads = api_calls.vector_jacobian(outputs, inputs, upstream)
     pairs = [
         (g, v) for g, v in zip(grads, vector, strict=True) if g is not None and g.requires_grad
     ]
