@@ -107,14 +107,14 @@ def test_a_backward_that_hangs_is_stopped_at_the_timeout_and_names_the_stage(wri
         """,
     )
     started = time.monotonic()
-    exit_code, report = check_json("sigmoid", path, "--timeout", "5")
+    exit_code, report = check_json("sigmoid", path, "--timeout", "2.5")
     elapsed = time.monotonic() - started
 
     failure = failed_at(exit_code, report, "backward")
     assert "timed out" in failure["message"]
     assert "backward" in failure["message"].lower()
     assert stage(report, "gradcheck")["verdict"] == "skip"
-    assert elapsed < 20, f"the check took {elapsed:.1f} s with --timeout 5"
+    assert elapsed < 20, f"the check took {elapsed:.1f} s with --timeout 2.5"
 
 
 def test_a_forward_that_calls_os_exit_fails_at_forward_and_says_the_process_ended(write_file):
@@ -544,7 +544,7 @@ def test_a_process_started_by_the_learners_code_does_not_outlive_the_check(
 
 def test_a_process_started_before_a_hang_does_not_outlive_the_timeout(write_file, sleeper_pid_file):
     path = write_file("starts_sleeper_then_hangs.py", _starts_a_sleeper(backward=HANG))
-    exit_code, report = check_json("sigmoid", path, "--timeout", "5")
+    exit_code, report = check_json("sigmoid", path, "--timeout", "2.5")
 
     failure = failed_at(exit_code, report, "backward")
     assert "timed out" in failure["message"]

@@ -6,6 +6,7 @@ import copy
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -136,8 +137,7 @@ def test_other_encodings_give_a_named_error_or_a_valid_spec(tmp_path, encoding, 
     _assert_loads_or_names_the_problem(path)
 
 
-@SETTINGS
-@given(depth=st.integers(min_value=50, max_value=5000))
+@pytest.mark.parametrize("depth", [50, 500, 999, 1000, 1001, 2000, 5000, 20000])
 def test_deeply_nested_yaml_gives_a_named_error(tmp_path, depth):
     path = tmp_path / "deep.yaml"
     path.write_text("a: " + "[" * depth + "]" * depth + "\n")
