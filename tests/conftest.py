@@ -9,6 +9,8 @@ import os
 os.environ["COLUMNS"] = "200"
 
 import json
+import subprocess
+import sys
 import textwrap
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -157,3 +159,33 @@ def first_failure(report: dict[str, Any]) -> dict[str, Any] | None:
 
 
 CATALOG = Catalog([REPO])
+
+
+@pytest.fixture(scope="session")
+def repo_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The package built as a wheel from this checkout, once per test process."""
+    dist = tmp_path_factory.mktemp("dist")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "TRAINER_WORKSPACE")}
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
+         "-w", str(dist), str(REPO)],
+        cwd=dist, env=env, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert built.returncode == 0, built.stderr
+    (path,) = dist.glob("*.whl")
+    return path
+
+
+def bare_venv(folder: Path, python: str = sys.executable) -> Path:
+    """A virtual environment without pip (seeding pip takes seconds): packages go in with
+    this interpreter's pip, ``pip --python VENV/bin/python``."""
+    made = subprocess.run(
+        [python, "-m", "venv", "--without-pip", str(folder)], capture_output=True, text=True
+    )
+    assert made.returncode == 0, made.stderr
+    return folder
+
+
+def pip_into(venv: Path, *args: str | Path) -> list[str]:
+    """The command that runs this interpreter's pip on ``venv``."""
+    return [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), *map(str, args)]

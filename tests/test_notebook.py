@@ -22,7 +22,7 @@ os.environ.setdefault("JUPYTER_PLATFORM_DIRS", "1")
 from IPython.core.error import StdinNotImplementedError, UsageError
 
 import trainer
-from tests.conftest import REPO
+from tests.conftest import REPO, bare_venv, pip_into
 from trainer.api import Report, close_service
 from trainer.checking.processes import children_of
 from trainer.notebook import Command, MagicUsageError, TrainerMagics, parse
@@ -477,7 +477,7 @@ def test_an_interrupt_during_a_check_leaves_the_cell_saved_whole_and_nothing_run
 
 
 @pytest.mark.slow
-def test_installing_the_wheel_where_torch_is_installed_keeps_that_torch(tmp_path):
+def test_installing_the_wheel_where_torch_is_installed_keeps_that_torch(tmp_path, repo_wheel):
     """As on Colab: pip resolves the package's dependencies against the torch already
     there and installs nothing but the trainer (the wheel is pure Python; torch a range)."""
     import sysconfig
@@ -489,27 +489,19 @@ def test_installing_the_wheel_where_torch_is_installed_keeps_that_torch(tmp_path
             [str(a) for a in args], cwd=tmp_path, env=env, capture_output=True, text=True
         )
 
-    built = run(
-        sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet",
-        "-w", tmp_path / "dist", REPO,
-    )  # fmt: skip
-    assert built.returncode == 0, built.stderr
-    (wheel,) = (tmp_path / "dist").glob("*.whl")
+    wheel = repo_wheel
     assert wheel.name.endswith("-py3-none-any.whl")  # no compiled parts, no platform tag
-    venv = tmp_path / "venv"
-    assert run(sys.executable, "-m", "venv", venv).returncode == 0
+    # Without pip, nor the old setuptools Python < 3.12 seeds, which would shadow torch's.
+    venv = bare_venv(tmp_path / "venv")
     python = venv / "bin" / "python"
-    # Python < 3.12 seeds a venv with an old setuptools, which would shadow the one torch needs.
-    run(python, "-m", "pip", "uninstall", "--yes", "--quiet", "setuptools")
     # This environment's packages (torch among them) as the venv's own, like Colab's.
     site = run(python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])")
     Path(site.stdout.strip(), "existing.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     report = tmp_path / "report.json"
     # No index: had pip wanted another torch (or anything else), it could not find it.
     planned = run(
-        python, "-m", "pip", "install", "--dry-run", "--no-index", "--quiet",
-        "--report", report, wheel,
-    )  # fmt: skip
+        *pip_into(venv, "install", "--dry-run", "--no-index", "--quiet", "--report", report, wheel)
+    )
     assert planned.returncode == 0, planned.stdout + planned.stderr
     installs = [item["metadata"]["name"] for item in json.loads(report.read_text())["install"]]
     assert installs == ["autograd-trainer"]

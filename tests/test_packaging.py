@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, bare_venv, pip_into
 
 pytestmark = pytest.mark.slow
 
@@ -24,16 +24,9 @@ def _run(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dist = tmp_path_factory.mktemp("dist")
-    built = _run(
-        sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
-        "--quiet", "-w", dist, REPO, cwd=dist,
-    )  # fmt: skip
-    assert built.returncode == 0, built.stderr
-    (path,) = dist.glob("*.whl")
-    return path
+@pytest.fixture
+def wheel(repo_wheel: Path) -> Path:
+    return repo_wheel
 
 
 def test_the_wheel_carries_every_spec_solution_and_wrong_variant(wheel: Path):
@@ -46,13 +39,8 @@ def test_the_wheel_carries_every_spec_solution_and_wrong_variant(wheel: Path):
 
 
 def test_a_wheel_installed_in_a_fresh_venv_lists_and_checks_exercises(wheel: Path, tmp_path: Path):
-    venv = tmp_path / "venv"
-    assert _run(sys.executable, "-m", "venv", venv, cwd=tmp_path).returncode == 0
+    venv = _fresh_venv_with(wheel, tmp_path)
     python = venv / "bin" / "python"
-    installed = _run(
-        python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", wheel, cwd=tmp_path
-    )
-    assert installed.returncode == 0, installed.stderr
     # The dependencies (torch, typer, rich, yaml) come from this environment's
     # site-packages as a plain path: its editable hook for the repo is not run,
     # so `trainer` can only come from the wheel.
@@ -90,12 +78,10 @@ def sdist(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _fresh_venv_with(package: Path, tmp_path: Path, python: str = sys.executable) -> Path:
-    venv = tmp_path / "venv"
-    assert _run(python, "-m", "venv", venv, cwd=tmp_path).returncode == 0
+    venv = bare_venv(tmp_path / "venv", python)
     installed = _run(
-        venv / "bin" / "python", "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", package,
-        cwd=tmp_path,
-    )  # fmt: skip
+        *pip_into(venv, "install", "--quiet", "--no-deps", "--no-index", package), cwd=tmp_path
+    )
     assert installed.returncode == 0, installed.stderr
     return venv
 
@@ -146,9 +132,8 @@ def test_the_commands_that_need_no_torch_work_on_python_3_10(wheel: Path, tmp_pa
     assert PYTHON_310 is not None
     venv = _fresh_venv_with(wheel, tmp_path, PYTHON_310)
     deps = _run(
-        venv / "bin" / "python", "-m", "pip", "install", "--quiet", "typer>=0.12,<0.24", "rich", "pyyaml",
-        cwd=tmp_path,
-    )  # fmt: skip
+        *pip_into(venv, "install", "--quiet", "typer>=0.12,<0.24", "rich", "pyyaml"), cwd=tmp_path
+    )
     if deps.returncode != 0:
         pytest.skip(f"cannot install typer, rich and pyyaml for 3.10 here: {deps.stderr[-200:]}")
     workspace = tmp_path / "ws"
