@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import signal
@@ -251,6 +252,9 @@ def test_ctrl_c_during_a_check_exits_130_and_leaves_no_process_behind(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # As from a terminal: a suite started in the background (`make test &`) runs
+        # with Ctrl-C ignored, which its children would inherit.
+        preexec_fn=functools.partial(signal.signal, signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 20
     sleeper = _sleeper_below(process.pid)

@@ -76,6 +76,7 @@ def main(control_fd: int) -> Callable[[], None]:
     if zygote_pid == 0:
         control.close()
         to_zygote.close()
+        serve.prepare_to_look_plain()
         task = zygote.serve(zygote_end)  # returns only in a forked learner process
         serve.look_plain()
         return functools.partial(serve.run, task)

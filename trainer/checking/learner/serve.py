@@ -18,6 +18,7 @@ import os
 import sys
 import time
 import types
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -377,11 +378,56 @@ def _advice(ctx: Any) -> dict[str, Any]:
     }
 
 
-def _renamed(code: types.CodeType, filename: str) -> types.CodeType:
-    consts = tuple(
-        _renamed(c, filename) if isinstance(c, types.CodeType) else c for c in code.co_consts
-    )
-    return code.replace(co_filename=filename, co_consts=consts)
+def _renamed(code: types.CodeType) -> types.CodeType:
+    """``code`` as if compiled from ``<string>`` (made once, in the zygote: see
+    :func:`prepare_to_look_plain`)."""
+    known = _RENAMED.get(code)
+    if known is not None:
+        return known
+    consts = tuple(_renamed(c) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    return code.replace(co_filename="<string>", co_consts=consts)
+
+
+# Code objects of the trainer's functions, renamed: made once by the zygote, which every
+# learner process inherits, instead of again in each (~10 ms).
+_RENAMED: dict[types.CodeType, types.CodeType] = {}
+
+
+def _our_functions() -> Iterator[tuple[types.ModuleType, types.FunctionType]]:
+    for name in [n for n in sys.modules if n == "trainer" or n.startswith("trainer.")]:
+        module = sys.modules[name]
+        for value in list(vars(module).values()):
+            # A class's methods, for the classes of this module only: a look inside
+            # torch's classes would touch (and so copy, after a fork) thousands of objects.
+            ours = isinstance(value, type) and value.__module__ == name
+            members = vars(value).values() if ours else [value]
+            for member in members:
+                function = getattr(member, "__func__", member)
+                if isinstance(function, types.FunctionType) and function.__module__ == name:
+                    yield module, function
+
+
+# The trainer's functions, found once by the zygote (a search in each learner process
+# would touch, and so copy from the zygote, every object the modules hold).
+_FUNCTIONS: list[types.FunctionType] = []
+_CLASSES: list[type] = []
+
+
+def prepare_to_look_plain() -> None:
+    """In the zygote, before any learner process: what :func:`look_plain` needs, made once."""
+    for _, function in _our_functions():
+        _FUNCTIONS.append(function)
+        _RENAMED[function.__code__] = _renamed(function.__code__)
+    _CLASSES.extend(_our_classes())
+
+
+def _our_classes() -> list[type]:
+    return [
+        value
+        for name in [n for n in sys.modules if n == "trainer" or n.startswith("trainer.")]
+        for value in list(vars(sys.modules[name]).values())
+        if isinstance(value, type) and value.__module__ == name
+    ]
 
 
 def look_plain() -> None:
@@ -394,20 +440,19 @@ def look_plain() -> None:
     is the server's ``python -c``. Objects of ours remain reachable through
     ``gc``; none holds anything about the expected results.
     """
+    functions = _FUNCTIONS or [function for _, function in _our_functions()]
+    for function in functions:
+        function.__code__ = _renamed(function.__code__)
+        function.__module__ = "__main__"
+        function.__doc__ = None
+    for klass in _CLASSES or _our_classes():
+        klass.__module__ = "__main__"
+    _RENAMED.clear()
+    _FUNCTIONS.clear()
+    _CLASSES.clear()
     names = [n for n in sys.modules if n == "trainer" or n.startswith("trainer.")]
     modules = [sys.modules.pop(n) for n in names]
     for module in modules:
-        module_name = module.__name__
-        for value in list(vars(module).values()):
-            members = vars(value).values() if isinstance(value, type) else [value]
-            for member in members:
-                function = getattr(member, "__func__", member)
-                if isinstance(function, types.FunctionType) and function.__module__ == module_name:
-                    function.__code__ = _renamed(function.__code__, "<string>")
-                    function.__module__ = "__main__"
-                    function.__doc__ = None
-            if isinstance(value, type) and value.__module__ == module_name:
-                value.__module__ = "__main__"
         for attribute in ("__file__", "__cached__", "__path__"):
             vars(module).pop(attribute, None)
         module.__name__ = "__main__"
