@@ -8,21 +8,19 @@ from __future__ import annotations
 
 import ast
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.conftest import CATALOG
+from tests.conftest import CATALOG, shared_service
 from trainer.checking.report import CheckReport, Verdict
 from trainer.checking.runner import CheckingService, run_check
 
 
-@pytest.fixture(scope="module")
-def service() -> Iterator[CheckingService]:
-    with CheckingService() as running:
-        yield running
+@pytest.fixture
+def service() -> CheckingService:
+    return shared_service()  # the worker's warm server: each check forks a fresh learner
 
 
 def check(

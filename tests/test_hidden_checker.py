@@ -11,19 +11,17 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import CATALOG
+from tests.conftest import CATALOG, shared_service
 from trainer.checking.runner import CheckingService, run_check
 
 
-@pytest.fixture(scope="module")
-def service() -> Iterator[CheckingService]:
-    with CheckingService() as running:
-        yield running
+@pytest.fixture
+def service() -> CheckingService:
+    return shared_service()  # the worker's warm server: each check forks a fresh learner
 
 
 # Each probe returns a list of what it found of the checker.
@@ -137,11 +135,18 @@ def test_a_file_that_behaves_only_when_it_detects_the_checker_fails(service, tmp
     assert not passed
 
 
-def test_the_probe_files_do_detect_a_checker_that_leaks(service, tmp_path, monkeypatch):
-    """The probes are not blind: an environment variable of the checker's is found."""
-    monkeypatch.setenv("TRAINER_CHECK_ID", "leaked")
-    with CheckingService() as leaky:
-        action = 'print("FOUND", json.dumps(found), flush=True)\n        return grad_output * y * (1 - y)'
-        source = HEADER + _probe_function("environment") + LEARNER.format(action=action)
-        _, output = _check(leaky, tmp_path, source)
-    assert "TRAINER_CHECK_ID" in output
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # gc meets torch's deprecated names
+@pytest.mark.parametrize("channel", ["gc", "sys.modules", "environment", "module name"])
+def test_the_probes_are_not_blind_where_the_checker_is_in_plain_sight(
+    channel, tmp_path, monkeypatch
+):
+    """Each probe, run in this test process (which holds the checker's modules, a plan,
+    and TRAINER_WORKSPACE in its environment), finds what it looks for."""
+    from trainer.checking.trusted.plan import build_plan
+
+    plan = build_plan(CATALOG.get("sigmoid"), 0)  # a plan in memory, for the gc probe
+    monkeypatch.setenv("TRAINER_WORKSPACE", str(tmp_path))  # as the CLI's environment may
+    namespace: dict[str, object] = {"__name__": "probe"}
+    exec(compile(HEADER + _probe_function(channel), "probe.py", "exec"), namespace)
+    assert namespace["probe"](), channel  # type: ignore[operator]
+    assert plan is not None

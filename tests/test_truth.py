@@ -8,20 +8,18 @@ same as a cold check's (a cold check is a server started for one job).
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import CATALOG
+from tests.conftest import CATALOG, shared_service
 from trainer.checking.report import CheckReport, Verdict
 from trainer.checking.runner import CheckingService, run_check
 
 
-@pytest.fixture(scope="module")
-def service() -> Iterator[CheckingService]:
-    with CheckingService() as running:
-        yield running
+@pytest.fixture
+def service() -> CheckingService:
+    return shared_service()  # the worker's warm server: each check forks a fresh learner
 
 
 def check(service: CheckingService, tmp_path: Path, exercise: str, source: str) -> CheckReport:

@@ -436,8 +436,8 @@ def look_plain() -> None:
     The trainer's modules leave ``sys.modules`` and ``sys.path``; the ones still
     running here (this one, the zygote, the transport) are renamed ``__main__``
     with code from ``<string>``, so neither a module search nor the call stack
-    names the checker. The environment is the CLI's own, and the command line
-    is the server's ``python -c``. Objects of ours remain reachable through
+    names the checker. The environment is the CLI's own but for the trainer's own
+    settings, and the command line is the server's ``python -c``. Objects of ours remain reachable through
     ``gc``; none holds anything about the expected results.
     """
     functions = _FUNCTIONS or [function for _, function in _our_functions()]
@@ -462,6 +462,10 @@ def look_plain() -> None:
         module.__package__ = ""
     del sys.path[0]  # the package root the server's bootstrap put first
     sys.argv = ["-c"]
+    # The trainer's own settings (TRAINER_WORKSPACE, TRAINER_EXERCISES, ...) are the
+    # checker's business: an instructor's would tell a submission it is being graded.
+    for name in [n for n in os.environ if "TRAINER" in n.upper()]:
+        del os.environ[name]
 
 
 def _flush() -> None:
