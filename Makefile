@@ -29,9 +29,10 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-# One worker per core (pytest-xdist); each worker keeps one warm checking server.
+# One worker per core (pytest-xdist; an idle worker takes tests queued for the other);
+# each worker keeps one warm checking server.
 unit: $(STAMP)
-	$(BIN)/pytest -n auto
+	$(BIN)/pytest -n auto --dist worksteal
 
 test: lint typecheck unit
 
