@@ -56,7 +56,7 @@ def test_grade_gives_each_submission_its_verdict_and_survives_hangs_and_crashes(
     junit = tmp_path / "grades.xml"
     started = time.monotonic()
     result = run_cli(
-        "grade", "sigmoid", str(classroom), "--json", "--junit", str(junit), "--timeout", "4"
+        "grade", "sigmoid", str(classroom), "--json", "--junit", str(junit), "--timeout", "2.5"
     )
     elapsed = time.monotonic() - started
     assert result.exit_code == 0, result.stderr

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import CATALOG, REPO
+from tests.conftest import CATALOG, REPO, shared_service
 from trainer.checking.report import Verdict
 from trainer.checking.runner import CheckingService, run_check
 
@@ -17,10 +16,9 @@ SIGMOID = CATALOG.get("sigmoid")
 GOOD = (REPO / "solutions" / "sigmoid.py").read_text()
 
 
-@pytest.fixture(scope="module")
-def warm() -> Iterator[CheckingService]:
-    with CheckingService() as checker:
-        yield checker
+@pytest.fixture
+def warm() -> CheckingService:
+    return shared_service()  # the worker's warm server, as watch, grade and validate use one
 
 
 def _verdicts(
