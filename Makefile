@@ -30,9 +30,10 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 # One worker per core (pytest-xdist; an idle worker takes tests queued for the other);
-# each worker keeps one warm checking server.
+# each worker keeps one warm checking server. Bytecode is cached even where the
+# environment says not to (PYTHONDONTWRITEBYTECODE): the tests start many processes.
 unit: $(STAMP)
-	$(BIN)/pytest -n auto --dist worksteal
+	PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -n auto --dist worksteal
 
 test: lint typecheck unit
 
