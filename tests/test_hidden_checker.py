@@ -39,6 +39,11 @@ PROBES = {
                           for v in (o.values() if isinstance(o, dict) else o))]
         return found
     """,
+    "class modules": """
+        import gc
+        return sorted({t.__module__ for t in gc.get_objects()
+                       if isinstance(t, type) and "trainer" in str(t.__module__)})
+    """,
     "sys.modules": """
         import sys
         return [n for n in sys.modules if "trainer" in n or "checking" in n]
@@ -136,7 +141,9 @@ def test_a_file_that_behaves_only_when_it_detects_the_checker_fails(service, tmp
 
 
 @pytest.mark.filterwarnings("ignore::FutureWarning")  # gc meets torch's deprecated names
-@pytest.mark.parametrize("channel", ["gc", "sys.modules", "environment", "module name"])
+@pytest.mark.parametrize(
+    "channel", ["gc", "class modules", "sys.modules", "environment", "module name"]
+)
 def test_the_probes_are_not_blind_where_the_checker_is_in_plain_sight(
     channel, tmp_path, monkeypatch
 ):

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import ctypes
 import functools
 import gc
 import hashlib
@@ -160,8 +159,7 @@ def _let_go() -> None:
     """Free what dropped plans held and give the memory back to the system, so that
     forks stop copying page tables for it."""
     gc.collect()
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    processes.give_back_free_memory()
 
 
 def _plan_key(job: dict[str, Any]) -> tuple[str, int]:

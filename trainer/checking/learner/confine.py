@@ -265,12 +265,9 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
 
 
-def _deny_unix_sockets() -> None:
-    arch = _SECCOMP_ARCHES.get(platform.machine())
-    if arch is None or not sys.platform.startswith("linux"):
-        raise _Missing(f"no seccomp filter for {platform.machine()}")
-    audit_arch, socket_call = arch
-    program = [
+def _program(audit_arch: int, socket_call: int) -> list[tuple[int, int, int, int]]:
+    """The seccomp filter: AF_UNIX sockets and io_uring refused, the rest allowed."""
+    return [
         (_LD, 0, 0, 4),  # the calling convention
         (_JEQ, 1, 0, audit_arch),
         (_RET, 0, 0, 0x00050000 | errno.ENOSYS),  # another one (i386 on x86_64): refused
@@ -285,7 +282,19 @@ def _deny_unix_sockets() -> None:
         (_RET, 0, 0, _ALLOW),
         (_RET, 0, 0, _REFUSE),
     ]
-    filters = (_SockFilter * len(program))(*[_SockFilter(*i) for i in program])
+
+
+# Made at import, like every class of this module: one made in the learner's process
+# would carry this module's name there (the learner zygote renames what exists first).
+_Filters = _SockFilter * len(_program(0, 0))
+
+
+def _deny_unix_sockets() -> None:
+    arch = _SECCOMP_ARCHES.get(platform.machine())
+    if arch is None or not sys.platform.startswith("linux"):
+        raise _Missing(f"no seccomp filter for {platform.machine()}")
+    program = _program(*arch)
+    filters = _Filters(*[_SockFilter(*i) for i in program])
     fprog = _SockFprog(len(program), filters)
     libc = ctypes.CDLL(None, use_errno=True)
     no_new_privs, set_seccomp, mode_filter = 38, 22, 2

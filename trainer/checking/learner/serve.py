@@ -14,11 +14,12 @@ Before the learner's file runs, :func:`run` makes the process look like a plain
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import time
 import types
-from collections.abc import Iterator
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -379,55 +380,38 @@ def _advice(ctx: Any) -> dict[str, Any]:
 
 
 def _renamed(code: types.CodeType) -> types.CodeType:
-    """``code`` as if compiled from ``<string>`` (made once, in the zygote: see
-    :func:`prepare_to_look_plain`)."""
-    known = _RENAMED.get(code)
-    if known is not None:
-        return known
+    """``code`` as if compiled from ``<string>``."""
     consts = tuple(_renamed(c) if isinstance(c, types.CodeType) else c for c in code.co_consts)
     return code.replace(co_filename="<string>", co_consts=consts)
 
 
-# Code objects of the trainer's functions, renamed: made once by the zygote, which every
-# learner process inherits, instead of again in each (~10 ms).
-_RENAMED: dict[types.CodeType, types.CodeType] = {}
-
-
-def _our_functions() -> Iterator[tuple[types.ModuleType, types.FunctionType]]:
-    for name in [n for n in sys.modules if n == "trainer" or n.startswith("trainer.")]:
-        module = sys.modules[name]
-        for value in list(vars(module).values()):
-            # A class's methods, for the classes of this module only: a look inside
-            # torch's classes would touch (and so copy, after a fork) thousands of objects.
-            ours = isinstance(value, type) and value.__module__ == name
-            members = vars(value).values() if ours else [value]
-            for member in members:
-                function = getattr(member, "__func__", member)
-                if isinstance(function, types.FunctionType) and function.__module__ == name:
-                    yield module, function
-
-
-# The trainer's functions, found once by the zygote (a search in each learner process
-# would touch, and so copy from the zygote, every object the modules hold).
-_FUNCTIONS: list[types.FunctionType] = []
-_CLASSES: list[type] = []
+# What look_plain changes, found and renamed once by the zygote and inherited by every
+# learner process: a search there would touch (and so copy from the zygote) every
+# object the trainer's modules hold, ~10 ms a learner process.
+_PLAIN_CODE: dict[types.FunctionType, types.CodeType] = {}
+_OUR_CLASSES: list[type] = []
 
 
 def prepare_to_look_plain() -> None:
-    """In the zygote, before any learner process: what :func:`look_plain` needs, made once."""
-    for _, function in _our_functions():
-        _FUNCTIONS.append(function)
-        _RENAMED[function.__code__] = _renamed(function.__code__)
-    _CLASSES.extend(_our_classes())
-
-
-def _our_classes() -> list[type]:
-    return [
-        value
-        for name in [n for n in sys.modules if n == "trainer" or n.startswith("trainer.")]
-        for value in list(vars(sys.modules[name]).values())
-        if isinstance(value, type) and value.__module__ == name
-    ]
+    """In the zygote, before any learner process: what :func:`look_plain` changes."""
+    names = {n for n in sys.modules if n == "trainer" or n.startswith("trainer.")}
+    # Every class of ours, wherever it is bound (ctypes makes pointer classes that no
+    # module holds). Reading __module__ of every object wakes torch's deprecations.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _OUR_CLASSES.extend(
+            o for o in gc.get_objects() if isinstance(o, type) and o.__module__ in names
+        )
+    places = [*(vars(sys.modules[n]) for n in names), *(vars(c) for c in _OUR_CLASSES)]
+    for namespace in places:
+        for member in list(namespace.values()):
+            function = getattr(member, "__func__", member)
+            if (
+                isinstance(function, types.FunctionType)
+                and function.__module__ in names
+                and function not in _PLAIN_CODE
+            ):
+                _PLAIN_CODE[function] = _renamed(function.__code__)
 
 
 def look_plain() -> None:
@@ -437,19 +421,19 @@ def look_plain() -> None:
     running here (this one, the zygote, the transport) are renamed ``__main__``
     with code from ``<string>``, so neither a module search nor the call stack
     names the checker. The environment is the CLI's own but for the trainer's own
-    settings, and the command line is the server's ``python -c``. Objects of ours remain reachable through
-    ``gc``; none holds anything about the expected results.
+    settings, and the command line is the server's ``python -c``. Objects of ours
+    remain reachable through ``gc``; none holds anything about the expected results.
     """
-    functions = _FUNCTIONS or [function for _, function in _our_functions()]
-    for function in functions:
-        function.__code__ = _renamed(function.__code__)
+    if not _PLAIN_CODE:
+        prepare_to_look_plain()
+    for function, code in _PLAIN_CODE.items():
+        function.__code__ = code
         function.__module__ = "__main__"
         function.__doc__ = None
-    for klass in _CLASSES or _our_classes():
+    for klass in _OUR_CLASSES:
         klass.__module__ = "__main__"
-    _RENAMED.clear()
-    _FUNCTIONS.clear()
-    _CLASSES.clear()
+    _PLAIN_CODE.clear()
+    _OUR_CLASSES.clear()
     names = [n for n in sys.modules if n == "trainer" or n.startswith("trainer.")]
     modules = [sys.modules.pop(n) for n in names]
     for module in modules:
