@@ -27,9 +27,10 @@ from trainer.vocabulary import MISTAKES, STAGE_BY_ID
 
 GOOD = (REPO / "solutions" / "sigmoid.py").read_text()
 WRONG = GOOD.replace("grad_output * output * (1 - output)", "output * (1 - output)")
+# A hang that waits, not spins: the timeout is the same, and the suite's CPU is spared.
 HANGS = GOOD.replace(
     "(output,) = ctx.saved_tensors",
-    "(output,) = ctx.saved_tensors\n        while True:\n            pass",
+    "(output,) = ctx.saved_tensors\n        import time\n        time.sleep(3600)",
 )
 CRASHES = GOOD.replace(
     "(output,) = ctx.saved_tensors",

@@ -489,9 +489,10 @@ CORRECT_FORWARD = """\
 CORRECT_BACKWARD = """\
         (output,) = ctx.saved_tensors
         return grad_output * output * (1 - output)"""
+# A hang that waits (the timeout is the same as for a spin; the busy hang has its test above).
 HANG = """\
-        while True:
-            pass"""
+        import time
+        time.sleep(3600)"""
 
 
 def _starts_a_sleeper(

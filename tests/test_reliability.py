@@ -241,7 +241,7 @@ def test_ctrl_c_during_a_check_exits_130_and_leaves_no_process_behind(tmp_path):
         "_s = subprocess.Popen(['sleep', '300'])\n"
         + GOOD.replace(
             "(output,) = ctx.saved_tensors",
-            "(output,) = ctx.saved_tensors\n        while True:\n            pass",
+            "(output,) = ctx.saved_tensors\n        import time\n        time.sleep(3600)",
         )
     )
     workspace = tmp_path / "ws"
