@@ -385,33 +385,38 @@ def _renamed(code: types.CodeType) -> types.CodeType:
     return code.replace(co_filename="<string>", co_consts=consts)
 
 
-# What look_plain changes, found and renamed once by the zygote and inherited by every
-# learner process: a search there would touch (and so copy from the zygote) every
-# object the trainer's modules hold, ~10 ms a learner process.
-_PLAIN_CODE: dict[types.FunctionType, types.CodeType] = {}
-_OUR_CLASSES: list[type] = []
+# Whether the zygote has renamed the trainer's code and classes (see look_plain). Done
+# once there and inherited: in each learner process it would touch, and so copy from
+# the zygote, every function and class of ours (~1,200 pages, ~5 ms a check).
+_RENAMED: list[bool] = []
 
 
 def prepare_to_look_plain() -> None:
-    """In the zygote, before any learner process: what :func:`look_plain` changes."""
+    """In the zygote, before any learner process: rename every function and class of
+    the trainer as :func:`look_plain` describes. The zygote runs on unchanged: only
+    names, file names and docstrings change, not what the code does."""
+    if _RENAMED:
+        return
     names = {n for n in sys.modules if n == "trainer" or n.startswith("trainer.")}
     # Every class of ours, wherever it is bound (ctypes makes pointer classes that no
     # module holds). Reading __module__ of every object wakes torch's deprecations.
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        _OUR_CLASSES.extend(
-            o for o in gc.get_objects() if isinstance(o, type) and o.__module__ in names
-        )
-    places = [*(vars(sys.modules[n]) for n in names), *(vars(c) for c in _OUR_CLASSES)]
+        classes = [o for o in gc.get_objects() if isinstance(o, type) and o.__module__ in names]
+    places = [*(vars(sys.modules[n]) for n in names), *(vars(c) for c in classes)]
+    functions: dict[types.FunctionType, None] = {}
     for namespace in places:
         for member in list(namespace.values()):
             function = getattr(member, "__func__", member)
-            if (
-                isinstance(function, types.FunctionType)
-                and function.__module__ in names
-                and function not in _PLAIN_CODE
-            ):
-                _PLAIN_CODE[function] = _renamed(function.__code__)
+            if isinstance(function, types.FunctionType) and function.__module__ in names:
+                functions[function] = None
+    for function in functions:
+        function.__code__ = _renamed(function.__code__)
+        function.__module__ = "__main__"
+        function.__doc__ = None
+    for klass in classes:
+        klass.__module__ = "__main__"
+    _RENAMED.append(True)
 
 
 def look_plain() -> None:
@@ -424,16 +429,7 @@ def look_plain() -> None:
     settings, and the command line is the server's ``python -c``. Objects of ours
     remain reachable through ``gc``; none holds anything about the expected results.
     """
-    if not _PLAIN_CODE:
-        prepare_to_look_plain()
-    for function, code in _PLAIN_CODE.items():
-        function.__code__ = code
-        function.__module__ = "__main__"
-        function.__doc__ = None
-    for klass in _OUR_CLASSES:
-        klass.__module__ = "__main__"
-    _PLAIN_CODE.clear()
-    _OUR_CLASSES.clear()
+    prepare_to_look_plain()  # done in the zygote: nothing left to do here
     names = [n for n in sys.modules if n == "trainer" or n.startswith("trainer.")]
     modules = [sys.modules.pop(n) for n in names]
     for module in modules:
