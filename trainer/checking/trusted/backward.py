@@ -21,7 +21,11 @@ def backward_stage(checked: Checked) -> StageOutcome:
         if isinstance(grads, Failure):
             failures.append(grads)
             continue
-        failure = compare_gradients(function_class, run, exercise, grads, run.expected_grads)
+        # The report names the first failing run's mistake and only counts the others:
+        # they are compared, not diagnosed (a diagnosis asks the learner again).
+        failure = compare_gradients(
+            function_class, run, exercise, grads, run.expected_grads, diagnose_mistake=not failures
+        )
         if failure:
             if not failures:
                 failure.pictures = draw(checked, run, grads, failure.diagnosis)
