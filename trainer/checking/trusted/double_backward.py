@@ -41,7 +41,15 @@ def _double_backward_failure(checked: Checked, run: Run) -> Failure | None:
     names = run.grad_names()
     flags = [p.name in names for p in run.params]
     args = run.fresh_args()
-    vector = tuple(torch.randn_like(run.expected_grads[n]) for n in names)
+    # Its own seeded draw: the global generator's state is whatever the server's earlier
+    # work left, and a report must read the same each time it is made.
+    generator = torch.Generator().manual_seed(12)
+    vector = tuple(
+        torch.randn(run.expected_grads[n].shape, dtype=torch.float64, generator=generator).to(
+            run.expected_grads[n].dtype
+        )
+        for n in names
+    )
     blobs: list[bytes] = []
     request = {
         "op": "double",
