@@ -274,29 +274,40 @@ def test_ctrl_c_during_a_check_exits_130_and_leaves_no_process_behind(tmp_path):
     assert not list(workspace.glob(".trainer-state-*")), "a half-written state file was left"
 
 
-def test_four_checks_at_once_on_one_workspace_keep_every_result(tmp_path):
+# Each process waits for the go file, then records its checks as `trainer check` does at
+# the end of every check (the command's own recording: tests/test_commands.py).
+_RECORDER = """
+import os, sys, time
+from trainer.api import Session
+workspace, go, passes = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
+session = Session(workspace)
+exercise = session.catalog.get("sigmoid")
+while not os.path.exists(go):
+    time.sleep(0.001)
+for n in range(25):
+    session.record_check(exercise, passed=passes and n == 24)
+"""
+
+
+def test_four_commands_recording_checks_at_once_keep_every_count(tmp_path):
+    """Checks that end together lose no count and no pass: the progress file is
+    updated under a lock (four processes, a hundred updates, one of them a pass)."""
     workspace = tmp_path / "ws"
-    env = {**os.environ, "TRAINER_WORKSPACE": str(workspace)}
-    subprocess.run(
-        [sys.executable, "-m", "trainer", "start", "sigmoid"],
-        env=env,
-        check=True,
-        capture_output=True,
-    )
-    (workspace / "sigmoid.py").write_text(GOOD)
+    workspace.mkdir()
+    go = tmp_path / "go"
     processes = [
         subprocess.Popen(
-            [sys.executable, "-m", "trainer", "check", "--json"],
-            env=env,
-            stdout=subprocess.PIPE,
+            [sys.executable, "-c", _RECORDER, str(workspace), str(go), "1" if n == 0 else "0"],
             stderr=subprocess.PIPE,
+            text=True,
         )
-        for _ in range(4)
+        for n in range(4)
     ]
+    time.sleep(0.5)  # every process imported and waiting, so that they run at once
+    go.touch()
     for process in processes:
-        stdout, _ = process.communicate(timeout=240)
-        assert process.returncode == 0
-        assert json.loads(stdout)["passed"] is True
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == 0, stderr
     state = json.loads((workspace / ".trainer-state.json").read_text())
-    assert state["exercises"]["sigmoid"]["checks"] == 4
+    assert state["exercises"]["sigmoid"]["checks"] == 100
     assert state["exercises"]["sigmoid"]["passed"] is True

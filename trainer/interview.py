@@ -77,12 +77,17 @@ def _is_over(interview: Interview) -> bool:
 def record_check(
     store: StateStore, exercise_id: str, passed: bool
 ) -> tuple[float | None, InterviewSummary | None]:
-    """Count a check in the interview on ``exercise_id``; end it on a pass.
+    """Count a check of ``exercise_id`` in the progress file and in an interview under
+    way on it, in one locked update; a pass passes the exercise and ends the interview.
 
     Returns the seconds left (None when no interview is on this exercise) and
     the summary when this check ended the interview.
     """
     with store.update() as state:
+        progress = state.progress(exercise_id)
+        progress.checks += 1
+        progress.started = True
+        progress.passed = progress.passed or passed
         interview = state.interview
         if interview is None or interview.exercise != exercise_id:
             return None, None
