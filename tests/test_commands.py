@@ -6,6 +6,8 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import CATALOG, REPO, run_cli
 from trainer.quiz import shuffled
 from trainer.workspace import scratch_text
@@ -96,6 +98,7 @@ def test_check_without_a_current_exercise_says_how_to_begin():
     assert "trainer start sigmoid" in result.stderr
 
 
+@pytest.mark.usefixtures("warm_commands")  # what it says; the solved file's check is cold
 def test_check_of_the_untouched_stub_fails_with_a_friendly_message():
     run_cli("start", "sigmoid")
     result = run_cli("check")
@@ -105,6 +108,7 @@ def test_check_of_the_untouched_stub_fails_with_a_friendly_message():
 
 
 def test_check_of_a_solved_scratch_file_passes_and_records_progress(isolated_workspace: Path):
+    """End to end as a learner runs it: the check starts a checking server of its own."""
     run_cli("start", "sigmoid")
     (isolated_workspace / "sigmoid.py").write_text(_solution("sigmoid"))
     result = run_cli("check")
@@ -118,6 +122,7 @@ def test_check_of_a_solved_scratch_file_passes_and_records_progress(isolated_wor
     assert "passed" in listing.stdout
 
 
+@pytest.mark.usefixtures("warm_commands")
 def test_check_json_prints_exactly_one_document_with_every_stage(isolated_workspace: Path):
     run_cli("start", "sigmoid")
     result = run_cli("check", "--json")

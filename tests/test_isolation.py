@@ -234,6 +234,7 @@ def test_a_segfault_in_backward_fails_at_backward_and_names_sigsegv(write_file):
 # Forged results -----------------------------------------------------------------------
 
 
+@pytest.mark.usefixtures("warm_commands")  # the command's output and exit code, warm
 def test_printed_fake_results_do_not_turn_a_wrong_backward_into_a_pass(write_file):
     forged = "\n".join(f"    print({line!r})" for line in FORGED_LINES)
     path = write_file(

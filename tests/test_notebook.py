@@ -221,7 +221,9 @@ WRONG_CELL = (REPO / "solutions" / "wrong" / "sigmoid" / "forgets_grad_output.py
 
 
 @pytest.fixture
-def warm_server() -> Iterator[None]:
+def warm_server(warm_commands: None) -> Iterator[None]:
+    """The magics' server for the process is the worker's shared one (the magics' own
+    start is in the kernel tests below); it is let go after the test."""
     yield
     close_service()
 
