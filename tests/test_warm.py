@@ -91,3 +91,17 @@ def test_a_process_started_in_a_new_session_does_not_outlive_a_warm_check(warm, 
     else:
         os.kill(pid, 9)
         pytest.fail(f"`sleep` (pid {pid}) outlived the check")
+
+
+def test_a_learner_process_of_a_vmap_exercise_starts_with_torch_func_s_imports_done(warm, tmp_path):
+    """torch.func.grad imports torch._dynamo on first use (~0.8 s of CPU): the zygote
+    imports it once for the stages that need it, so a re-check does not pay it again."""
+    solution = (REPO / "solutions" / "normalize_vmap.py").read_text()
+    probe = tmp_path / "normalize_vmap.py"
+    probe.write_text(
+        "import sys\nprint('dynamo loaded:', 'torch._dynamo' in sys.modules, flush=True)\n"
+        + solution
+    )
+    report = run_check(CATALOG.get("normalize_vmap"), probe, service=warm)
+    assert report.passed, report.first_failure
+    assert "dynamo loaded: True" in report.output

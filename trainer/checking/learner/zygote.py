@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import importlib
 import os
 import resource
 import selectors
 import socket
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,6 +52,31 @@ class _Learner:
 
 class _ZygoteExit(Exception):
     pass
+
+
+# What some stages' calls import on their first use in a process: torch.func.grad and
+# torch.func.jvp import torch._dynamo (~0.8 s of CPU). A checker names the stages it
+# will run; the zygote imports what they need once, before it forks, so that no learner
+# process of those exercises pays it again. Module names only: nothing of a plan.
+IMPORTS_FOR_STAGE: dict[str, tuple[str, ...]] = {
+    "vmap": ("torch._dynamo",),
+    "jvp": ("torch._dynamo", "torch._decomp.decompositions_for_jvp"),
+}
+
+
+def _import_for(stages: object) -> None:
+    wanted = {
+        module
+        for stage in (stages if isinstance(stages, list) else [])
+        for module in IMPORTS_FOR_STAGE.get(str(stage), ())
+    }
+    missing = sorted(m for m in wanted if m not in sys.modules)
+    if not missing:
+        return
+    for module in missing:
+        with contextlib.suppress(Exception):  # a learner process that needs it imports it
+            importlib.import_module(module)
+    gc.collect()  # as in serve: learner processes start just after a full collection
 
 
 def serve(sock: socket.socket) -> LearnerTask:
@@ -93,6 +120,7 @@ def _on_request(
             os.close(fd)
         return None
     control_fd, learner_fd, output_fd = fds
+    _import_for(header.get("stages"))
     scratch = _scratch_folder()
     # As root, the learner process's process cap is a pids cgroup, which this process
     # moves it into while it confines itself; it waits for the word on this pipe.

@@ -105,6 +105,7 @@ def run(
         return
 
     path = Path(str(job["file"]))
+    double_backward = bool(job.get("double_backward"))
     sandbox = Sandbox.start(
         zygote,
         exercise,
@@ -112,13 +113,13 @@ def run(
         path=path,
         memory_limit_mb=job.get("memory_limit_mb"),
         confine=job.get("confine"),
+        stages=stage_ids(exercise, double_backward),
     )
     if sandbox.pid:
         from trainer.checking import processes
 
         processes.share_a_cpu([sandbox.pid])
         channel.send(type="learner", pid=sandbox.pid)
-    double_backward = bool(job.get("double_backward"))
     channel.send(type="ready", stages=stage_ids(exercise, double_backward))
 
     from trainer.checking.trusted import stages
