@@ -27,9 +27,14 @@ WRONG = REPO / "solutions" / "wrong" / "sigmoid"
 FORGETS = WRONG / "forgets_grad_output.py"
 
 
+# The API keeps one checking server per process: here the worker's shared one, lent (the
+# API's own start, in a real kernel, is tested in tests/test_notebook.py).
+pytestmark = pytest.mark.usefixtures("warm_commands")
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _one_server_for_the_module() -> Iterator[None]:
-    """The API keeps one checking server per process; it ends with this module's tests."""
+    """The API's hold on its server ends with this module's tests."""
     yield
     close_service()
 

@@ -11,6 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from tests.conftest import CATALOG, shared_service
 from trainer.checking.report import CheckReport, Verdict
@@ -305,6 +306,16 @@ def test_a_cross_entropy_with_a_hard_coded_class_count_fails(service, tmp_path):
         pytest.param(
             SAVES_OUTPUT,
             """
+            COUNT.append(1)
+            (y,) = ctx.saved_tensors
+            return None if len(COUNT) == 250 else grad_output * y * (1 - y)
+            """,
+            "different gradient on call",
+            id="no gradient on one call",
+        ),
+        pytest.param(
+            SAVES_OUTPUT,
+            """
             (y,) = ctx.saved_tensors
             y.mul_(1 - y)
             return grad_output * y
@@ -321,6 +332,31 @@ def test_a_backward_that_depends_on_state_outside_ctx_fails_naming_the_call(
     stage, message, mistake = first_failure(check(service, tmp_path, "sigmoid", source))
     assert (stage, mistake) == ("state", "state_outside_ctx")
     assert words in message
+
+
+def test_the_gradients_of_calls_in_a_row_travel_stacked_and_come_back_call_by_call():
+    """The learner's process sends the 500 calls' gradients as one tensor per input when
+    they share a shape and dtype; anything else travels call by call, and a stacked reply
+    that does not fit the calls is refused, never read."""
+    from trainer.checking.learner.serve import _stacked
+    from trainer.checking.trusted.proxy import LearnerFault
+    from trainer.checking.trusted.state import _unstacked
+
+    calls = [[torch.full((2,), float(n)), torch.tensor(n)] for n in range(5)]
+    stacked = _stacked(calls)
+    assert stacked is not None and [t.shape for t in stacked] == [(5, 2), (5,)]
+    back = _unstacked(stacked, 5)
+    assert all(
+        a is not None and torch.equal(a, b)
+        for got, sent in zip(back, calls, strict=True)
+        for a, b in zip(got, sent, strict=True)
+    )
+    assert _stacked([*calls, [torch.zeros(2, dtype=torch.float64), torch.tensor(5)]]) is None
+    assert _stacked([*calls, [None, torch.tensor(5)]]) is None
+    assert _stacked([*calls, [torch.zeros(3), torch.tensor(5)]]) is None
+    for stacked_reply, count in [(stacked, 4), (stacked, "5"), ([torch.tensor(1.0)], 1), ("x", 1)]:
+        with pytest.raises(LearnerFault, match="could not be read"):
+            _unstacked(stacked_reply, count)
 
 
 def test_a_formula_wrong_on_every_call_is_not_blamed_on_state(service, tmp_path):

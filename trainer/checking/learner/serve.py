@@ -183,6 +183,9 @@ class _Server:
         except BaseException as error:  # the learner's code may raise anything
             message, details = explain_learner_error(error, self.path, "backward")
             return {"error": {"message": message, "details": details}}
+        stacked = _stacked(result)
+        if stacked is not None:
+            return {"stacked": values.encode(stacked, reply_blobs), "calls": len(result)}
         return {"grads": values.encode(result, reply_blobs)}
 
     def by_hand(self, request: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
@@ -342,6 +345,29 @@ def _train(
             results.append(grads(_loss(used, weights), leaves))
         return results
     raise ValueError(f"unknown scenario {scenario!r}")
+
+
+def _stacked(calls: list[list[Any]]) -> list[torch.Tensor] | None:
+    """The gradients of many calls as one tensor per input, stacked along a first
+    dimension of calls, when every call gave a plain dense CPU tensor of one shape and
+    dtype for that input: a few blobs instead of hundreds (the 500 calls in a row).
+    None when they differ: then each value travels as it is."""
+    if len(calls) < 2 or len({len(grads) for grads in calls}) != 1:
+        return None
+    stacked = []
+    for column in zip(*calls, strict=True):
+        first = column[0]
+        if not all(
+            type(g) is torch.Tensor
+            and g.layout == torch.strided
+            and g.device.type == "cpu"
+            and g.shape == first.shape
+            and g.dtype == first.dtype
+            for g in column
+        ):
+            return None
+        stacked.append(torch.stack([g.detach() for g in column]))
+    return stacked
 
 
 def _double(

@@ -66,10 +66,23 @@ def _train(
             str(error.get("message")),
             [str(d) for d in details] if isinstance(details, list) else [],
         )
+    if "stacked" in reply:
+        return _unstacked(values.decode(reply["stacked"], reply_blobs), reply.get("calls"))
     grads = values.decode(reply.get("grads"), reply_blobs)
     if not isinstance(grads, list) or not all(isinstance(g, list | tuple) for g in grads):
         raise LearnerFault("the gradients of these calls could not be read")
     return [list(g) for g in grads]
+
+
+def _unstacked(stacked: object, calls: object) -> list[list[torch.Tensor | None]]:
+    """Each call's gradients, from one tensor per input with a first dimension of calls."""
+    if (
+        type(calls) is not int
+        or not isinstance(stacked, list)
+        or not all(isinstance(t, torch.Tensor) and t.dim() and len(t) == calls for t in stacked)
+    ):
+        raise LearnerFault("the gradients of these calls could not be read")
+    return [[t[call] for t in stacked] for call in range(calls)]
 
 
 def _mismatch(
