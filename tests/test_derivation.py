@@ -9,6 +9,7 @@ driven by the autograd engine with the watch around forward and backward.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import threading
 from collections.abc import Callable
@@ -28,7 +29,7 @@ from torch.utils._python_dispatch import (
 )
 
 from trainer.checking.learner.derivation import DerivationFinding, DerivationWatch, explain
-from trainer.spec import TensorParam, load_exercise
+from trainer.spec import Exercise, TensorParam, load_exercise
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -478,10 +479,16 @@ def _reference_solutions() -> list[Path]:
     return sorted(solutions.glob("*.py")) + sorted((solutions / "wrong").glob("*/*.py"))
 
 
+@functools.cache
+def _exercise(exercise_id: str) -> Exercise:
+    """Read once for the module (700 tests share 37 specs); only read here, never changed."""
+    return load_exercise(REPO / "exercises" / f"{exercise_id}.yaml")
+
+
 def _load(path: Path) -> tuple[FunctionClass, list[Any]]:
     """The solution's Function class and arguments for the exercise's first case."""
     exercise_id = path.stem if path.parent.name == "solutions" else path.parent.name
-    exercise = load_exercise(REPO / "exercises" / f"{exercise_id}.yaml")
+    exercise = _exercise(exercise_id)
     spec = importlib.util.spec_from_file_location(f"reference_{exercise_id}_{path.stem}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
