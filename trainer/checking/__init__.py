@@ -36,11 +36,12 @@ What each holds and trusts:
   pipe or the token. A learner process gets the class name, the parameter
   names, the source and a socket; it answers with plain data (JSON and raw
   tensor bytes, :mod:`values`), never pickles. The zygote also hears which
-  stages will run, and imports once what their torch calls import on first use
-  (``torch.func``'s ``torch._dynamo``): module names, nothing of a plan. It looks like a plain
-  ``python -c`` program that imported the file. It runs in a session of its
-  own under a memory cap; when its check ends, the zygote ends it and every
-  process it started, orphans included.
+  stages will run, and imports once what their torch calls import on first
+  use (``torch.func``'s ``torch._dynamo``): module names, nothing of a plan.
+  A learner process looks like a plain ``python -c`` program that imported
+  the file. It runs in a session of its own under a memory cap; when its
+  check ends, the zygote ends it and every process it started, orphans
+  included.
 
 A cold check is a server started for one job; watch mode, grading, validation
 and the benchmarks keep one server for many. The path is the same.

@@ -106,6 +106,7 @@ def run(
 
     path = Path(str(job["file"]))
     double_backward = bool(job.get("double_backward"))
+    stages_to_run = stage_ids(exercise, double_backward)
     sandbox = Sandbox.start(
         zygote,
         exercise,
@@ -113,14 +114,14 @@ def run(
         path=path,
         memory_limit_mb=job.get("memory_limit_mb"),
         confine=job.get("confine"),
-        stages=stage_ids(exercise, double_backward),
+        stages=stages_to_run,
     )
     if sandbox.pid:
         from trainer.checking import processes
 
         processes.share_a_cpu([sandbox.pid])
         channel.send(type="learner", pid=sandbox.pid)
-    channel.send(type="ready", stages=stage_ids(exercise, double_backward))
+    channel.send(type="ready", stages=stages_to_run)
 
     from trainer.checking.trusted import stages
 
