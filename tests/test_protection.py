@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import CATALOG, REPO, check_json, first_failure, run_cli
+from tests.conftest import CATALOG, REPO, check_json, first_failure, run_cli, shared_service
 from trainer.checking.report import ProtectionLevel
 from trainer.checking.runner import HostLimits, run_check
 from trainer.state import STATE_FILE, Progress, State, StateStore
@@ -263,8 +263,13 @@ def test_a_cpu_time_runaway_is_stopped_by_the_cpu_cap_before_the_timeout(victim,
     path.write_text(source)
     unchanged = disk()
     # The timeout leaves room for a busy machine, where CPU time runs slower than the clock.
+    # The cap travels with the job: the worker's warm server applies it as a new one would.
     report = run_check(
-        CATALOG.get("sigmoid"), path, timeout=45, limits=HostLimits(cpu_seconds=2)
+        CATALOG.get("sigmoid"),
+        path,
+        timeout=45,
+        limits=HostLimits(cpu_seconds=2),
+        service=shared_service(),
     ).to_dict()
     require(report, "cpu_time")
 
