@@ -286,14 +286,16 @@ def test_ctrl_c_during_a_check_exits_130_and_leaves_no_process_behind(tmp_path):
     assert not list(workspace.glob(".trainer-state-*")), "a half-written state file was left"
 
 
-# Each process waits for the go file, then records its checks as `trainer check` does at
-# the end of every check (the command's own recording: tests/test_commands.py).
+# Each process says it is ready, waits for the go file, then records its checks as
+# `trainer check` does at the end of every check (the command's own recording:
+# tests/test_commands.py).
 _RECORDER = """
 import os, sys, time
 from trainer.api import Session
 workspace, go, passes = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 session = Session(workspace)
 exercise = session.catalog.get("sigmoid")
+open(go + "-ready-" + str(os.getpid()), "w").close()
 while not os.path.exists(go):
     time.sleep(0.001)
 for n in range(25):
@@ -315,7 +317,9 @@ def test_four_commands_recording_checks_at_once_keep_every_count(tmp_path):
         )
         for n in range(4)
     ]
-    time.sleep(0.5)  # every process imported and waiting, so that they run at once
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("go-ready-*"))) < 4 and time.monotonic() < deadline:
+        time.sleep(0.01)  # until every process is ready: then they record at once
     go.touch()
     for process in processes:
         _, stderr = process.communicate(timeout=60)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -105,3 +106,14 @@ def test_a_learner_process_of_a_vmap_exercise_starts_with_torch_func_s_imports_d
     report = run_check(CATALOG.get("normalize_vmap"), probe, service=warm)
     assert report.passed, report.first_failure
     assert "dynamo loaded: True" in report.output
+
+
+def test_the_zygote_imports_only_torch_modules_it_is_asked_for(tmp_path, monkeypatch):
+    """What a checker names for learner processes to find imported is torch's: any other
+    name is not imported into the process every learner process is forked from."""
+    from trainer.checking.learner import zygote
+
+    (tmp_path / "not_torch_probe.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    zygote._import_once(["not_torch_probe", "torch.nn"])
+    assert "not_torch_probe" not in sys.modules

@@ -36,8 +36,8 @@ What each holds and trusts:
   pipe or the token. A learner process gets the class name, the parameter
   names, the source and a socket; it answers with plain data (JSON and raw
   tensor bytes, :mod:`values`), never pickles. The zygote also hears which
-  stages will run, and imports once what their torch calls import on first
-  use (``torch.func``'s ``torch._dynamo``): module names, nothing of a plan.
+  torch modules the stages' calls import on first use (``torch.func``'s
+  ``torch._dynamo``) and imports them once: module names, nothing of a plan.
   A learner process looks like a plain ``python -c`` program that imported
   the file. It runs in a session of its own under a memory cap; when its
   check ends, the zygote ends it and every process it started, orphans

@@ -54,23 +54,15 @@ class _ZygoteExit(Exception):
     pass
 
 
-# What some stages' calls import on their first use in a process: torch.func.grad and
-# torch.func.jvp import torch._dynamo (~0.8 s of CPU). A checker names the stages it
-# will run; the zygote imports what they need once, before it forks, so that no learner
-# process of those exercises pays it again. Module names only: nothing of a plan.
-IMPORTS_FOR_STAGE: dict[str, tuple[str, ...]] = {
-    "vmap": ("torch._dynamo",),
-    "jvp": ("torch._dynamo", "torch._decomp.decompositions_for_jvp"),
-}
-
-
-def _import_for(stages: object) -> None:
-    wanted = {
-        module
-        for stage in (stages if isinstance(stages, list) else [])
-        for module in IMPORTS_FOR_STAGE.get(str(stage), ())
-    }
-    missing = sorted(m for m in wanted if m not in sys.modules)
+def _import_once(modules: object) -> None:
+    """Import, here before forking, the torch modules a checker says its learner
+    process's calls will import on first use (``Stage.learner_imports``): once for all
+    learner processes, and not out of their memory cap. Module names only, torch's only:
+    nothing of a plan."""
+    wanted = modules if isinstance(modules, list) else []
+    missing = sorted(
+        {m for m in wanted if isinstance(m, str) and m.startswith("torch.")} - set(sys.modules)
+    )
     if not missing:
         return
     for module in missing:
@@ -120,7 +112,7 @@ def _on_request(
             os.close(fd)
         return None
     control_fd, learner_fd, output_fd = fds
-    _import_for(header.get("stages"))
+    _import_once(header.get("imports"))
     scratch = _scratch_folder()
     # As root, the learner process's process cap is a pids cgroup, which this process
     # moves it into while it confines itself; it waits for the word on this pipe.

@@ -9,6 +9,7 @@ token that stamps each result frame.
 
 from __future__ import annotations
 
+import importlib
 import socket
 import time
 import traceback
@@ -19,6 +20,7 @@ from typing import Any
 from trainer.checking import transport
 from trainer.checking.report import StageResult
 from trainer.spec import Exercise, exercise_from_mapping
+from trainer.vocabulary import STAGES, stages_for
 
 
 class Channel:
@@ -41,7 +43,6 @@ def warm_up() -> None:
     # A failing stage draws its picture: most checks of a wrong file need these.
     import trainer.checking.trusted.pictures  # noqa: F401
     from trainer.checking.trusted.stages import stage_body
-    from trainer.vocabulary import STAGES
 
     for stage in STAGES:
         stage_body(stage)
@@ -51,13 +52,9 @@ def warm_up_for(job: dict[str, Any]) -> None:
     """Import, once in the server, what this exercise's stages import on first use, so
     that its checkers (forks of the server) do not each pay it. Too slow for
     :func:`warm_up`, which every server runs, checking any exercise."""
-    from trainer.vocabulary import stages_for
-
-    stages = {stage.id for stage in stages_for(job_exercise(job), bool(job.get("double_backward")))}
-    if "jvp" in stages:
-        # torch.func.jvp (the reference's tangents) imports torch._dynamo: 0.8 s of CPU.
-        import torch._decomp.decompositions_for_jvp
-        import torch._dynamo  # noqa: F401
+    stages = stages_for(job_exercise(job), bool(job.get("double_backward")))
+    for module in sorted({m for stage in stages for m in stage.checker_imports}):
+        importlib.import_module(module)
 
 
 def job_exercise(job: dict[str, Any]) -> Exercise:
@@ -88,7 +85,6 @@ def run(
         StageOutcome,
         mark_output,
         run_stages,
-        stage_ids,
     )
 
     channel = Channel(result_fd, str(job.get("token", "")))
@@ -106,7 +102,7 @@ def run(
 
     path = Path(str(job["file"]))
     double_backward = bool(job.get("double_backward"))
-    stages_to_run = stage_ids(exercise, double_backward)
+    stages_to_run = stages_for(exercise, double_backward)
     sandbox = Sandbox.start(
         zygote,
         exercise,
@@ -114,14 +110,14 @@ def run(
         path=path,
         memory_limit_mb=job.get("memory_limit_mb"),
         confine=job.get("confine"),
-        stages=stages_to_run,
+        imports=sorted({m for stage in stages_to_run for m in stage.learner_imports}),
     )
     if sandbox.pid:
         from trainer.checking import processes
 
         processes.share_a_cpu([sandbox.pid])
         channel.send(type="learner", pid=sandbox.pid)
-    channel.send(type="ready", stages=stages_to_run)
+    channel.send(type="ready", stages=[stage.id for stage in stages_to_run])
 
     from trainer.checking.trusted import stages
 

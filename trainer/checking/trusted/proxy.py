@@ -79,10 +79,11 @@ class Sandbox:
         path: Path,
         memory_limit_mb: object = None,
         confine: object = None,
-        stages: Sequence[str] = (),
+        imports: Sequence[str] = (),
     ) -> Sandbox:
-        """Ask the zygote for a fresh learner process for ``source``, that will serve the
-        calls of ``stages`` (the zygote imports what they need once for all)."""
+        """Ask the zygote for a fresh learner process for ``source``. ``imports``: the
+        torch modules its calls will import on first use, which the zygote imports
+        once for all its learner processes."""
         control, control_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         calls, calls_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         learner = {
@@ -101,7 +102,7 @@ class Sandbox:
                     "learner": learner,
                     "memory_limit_mb": memory_limit_mb,
                     "confine": confine,  # host protection's limits (issue 16)
-                    "stages": list(stages),
+                    "imports": list(imports),
                 },
                 [control_theirs.fileno(), calls_theirs.fileno(), 1],  # 1: the output pipe
             )

@@ -377,11 +377,6 @@ StageBody = Callable[[Checked], StageOutcome]
 Reporter = Callable[[str, Callable[[], StageOutcome]], StageOutcome]
 
 
-def stage_ids(exercise: Exercise, double_backward: bool = False) -> list[str]:
-    """The stages this exercise gets, in order (see :data:`trainer.vocabulary.STAGES`)."""
-    return [stage.id for stage in stages_for(exercise, double_backward)]
-
-
 def stage_body(stage: Stage) -> StageBody:
     module, function = stage.runs.split(":")
     body: StageBody = getattr(importlib.import_module(module), function)
