@@ -9,8 +9,9 @@ import pytest
 
 import trainer.authoring
 from tests.conftest import CATALOG, REPO, run_cli, shared_service
-from trainer.authoring import Validation, shared_quiz_paths
+from trainer.authoring import Validation, content_warnings_by_id, shared_quiz_paths
 from trainer.checking.report import Verdict
+from trainer.spec import load_exercise
 
 SPECS = CATALOG.spec_paths()
 
@@ -25,14 +26,13 @@ def test_each_spec_of_the_catalogue_validates_and_its_stub_fails_for_want_of_a_b
     """What `trainer validate` does for each spec of the catalogue (the command's own
     run over the whole catalogue is below), one spec a test so that the workers share
     the catalogue: the schema holds, the stub fails, the reference passes, each wrong
-    variant fails at its declared stage with its declared mistake."""
+    variant fails at its declared stage with its declared mistake. Its questions are
+    compared with the rest of the catalogue's once, in the next test."""
     (result,) = trainer.authoring.validate(
-        [(spec, CATALOG.display_name(spec))],
-        catalogue=SPECS,
-        shared_quizzes=shared_quiz_paths(CATALOG.roots),
-        service=shared_service(),
+        [(spec, CATALOG.display_name(spec))], service=shared_service()
     )
     assert result.ok, result.problems
+    assert result.warnings == []
     assert result.variants and all(v.ok for v in result.variants)
     # The untouched stub fails because backward is not written: it loads, forward works.
     assert result.stub_report is not None
@@ -43,6 +43,15 @@ def test_each_spec_of_the_catalogue_validates_and_its_stub_fails_for_want_of_a_b
     assert verdicts["forward"] is Verdict.PASS
     backward = next(s for s in report.stages if s.id == "backward")
     assert backward.message.startswith("backward() is not written yet")
+
+
+def test_the_catalogue_breaks_no_content_rule_against_itself_and_its_shared_quizzes():
+    """The content rules `trainer validate` applies over the whole catalogue: no
+    question a near-copy of another spec's or of a shared quiz's, among the rest."""
+    exercises = [load_exercise(path) for path in SPECS]
+    warnings = content_warnings_by_id(exercises, SPECS, shared_quiz_paths(CATALOG.roots))
+    assert {e.id for e in exercises} == set(warnings)
+    assert {name: found for name, found in warnings.items() if found} == {}
 
 
 def test_validate_without_paths_validates_the_whole_catalogue_and_exits_0(

@@ -13,6 +13,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,7 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.conftest import REPO, check_json, first_failure, run_cli, stage
+from tests.conftest import CATALOG, REPO, check_json, first_failure, run_cli, stage
+from trainer.checking import transport
+from trainer.checking.runner import Launched, run_check
 
 CORRECT_SOLUTION = (REPO / "solutions" / "sigmoid.py").read_text(encoding="utf-8")
 
@@ -316,7 +319,7 @@ class MySigmoid(torch.autograd.Function):
     # The forged bytes land in the learner's own pipe to the checker (the only
     # one its process holds) and garble it: the check fails where they were written.
     failure = failed_at(exit_code, report, "load")
-    assert "unreadable reply" in failure["message"]
+    assert "a reply the checker cannot read" in failure["message"]
     assert all(s["verdict"] != "pass" for s in report["stages"][1:])
 
 
@@ -852,9 +855,11 @@ def test_forged_result_frames_stamped_with_any_token_in_reach_do_not_pass_a_wron
 ):
     """The learner writes well-formed result frames (a pass for every stage, then done),
     stamped with every 32-hex string in its memory, to every descriptor it holds, its
-    parent's, and (as root may) the checker's. It fails because the token is never in
-    its reach: remove the runner's token check, or hand the learner the result pipe and
-    the token, and this test fails."""
+    parent's, and those of every process its grandparent started (the checker of this
+    very check among them). Landlock keeps it out of /proc, and without Landlock its
+    user namespace and the checkers' being undumpable keep it from their descriptors.
+    A frame that reached the result pipe would lack the job's token, which never
+    enters the learner's process: the runner's token check has its own test below."""
     path = write_file(
         "forges_frames.py",
         """\
@@ -868,6 +873,7 @@ def test_forged_result_frames_stamped_with_any_token_in_reach_do_not_pass_a_wron
 
         STAGES = ["load", "forward", "backward", "contract", "by_hand", "state", "stability",
                   "gradcheck", "cuda"]
+        FORGED = []
 
 
         def frame(header):
@@ -889,10 +895,19 @@ def test_forged_result_frames_stamped_with_any_token_in_reach_do_not_pass_a_wron
                     result = {"id": stage, "verdict": "pass", "message": "", "details": []}
                     data += frame({"type": "stage-end", "result": result, "token": token})
                 data += frame({"type": "done", "token": token})
-            # Its own descriptors, its parent's, and (root may open them) those of every
-            # process its grandparent started: the checker of this very check among them.
-            grandparent = open(f"/proc/{os.getppid()}/stat").read().rsplit(")", 1)[1].split()[1]
-            pids = ["self", str(os.getppid())]
+            # Its own descriptors, its socket to the checker among them, written directly.
+            for fd in range(256):
+                try:
+                    os.write(fd, data)
+                except OSError:
+                    pass
+            # Its parent's, and (root may open them) those of every process its
+            # grandparent started: the checker of this very check among them.
+            try:
+                grandparent = open(f"/proc/{os.getppid()}/stat").read().rsplit(")", 1)[1].split()[1]
+            except OSError:  # Landlock: not beneath what it may read
+                return
+            pids = [str(os.getppid())]
             for entry in os.listdir("/proc"):
                 try:
                     if entry.isdigit() and open(f"/proc/{entry}/stat").read().rsplit(")", 1)[1].split()[1] == grandparent:
@@ -923,10 +938,126 @@ def test_forged_result_frames_stamped_with_any_token_in_reach_do_not_pass_a_wron
 
             @staticmethod
             def backward(ctx, grad_output):
-                forge()
+                if not FORGED:  # once: the tokens in its reach are the same at every call
+                    FORGED.append(True)
+                    forge()
                 return grad_output  # wrong: forgets the local derivative
         """,
     )
     exit_code, report = check_json("sigmoid", path)
 
-    failed_at(exit_code, report, "backward")
+    # Its own socket took the frames: the checker read one where backward's result
+    # belonged, could not read it, and stopped the process, whose next words answer
+    # no request.
+    failure = failed_at(exit_code, report, "backward")
+    assert "backward's result the checker cannot read" in failure["message"], failure
+    assert all(s["verdict"] == "skip" for s in report["stages"][3:]), report["stages"]
+
+
+def test_a_well_formed_reply_forged_in_the_middle_of_a_stage_fails_that_stage(write_file):
+    """A right backward that, once it has run many times (the state stage runs it
+    hundreds of times in a row), writes a well-framed reply of its own to its socket
+    to the checker. The stage that reads it, and decodes the values in it, fails
+    saying the reply cannot be read, and the process is stopped: what it sends next
+    answers no request. Without that, the stage's decoding error stops the checker
+    itself ("the checker failed")."""
+    path = write_file(
+        "forges_a_reply.py",
+        """\
+        import json
+        import os
+        import struct
+
+        import torch
+
+        CALLS = []
+
+
+        def forge_a_reply():
+            head = json.dumps({"grads": "all of them, right"}).encode()
+            frame = struct.pack("!II", len(head), 0) + head
+            for fd in range(3, 64):
+                try:
+                    os.write(fd, frame)
+                except OSError:
+                    pass
+
+
+        class MySigmoid(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                output = torch.sigmoid(x)
+                ctx.save_for_backward(output)
+                return output
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                CALLS.append(1)
+                if len(CALLS) == 300:
+                    forge_a_reply()
+                (output,) = ctx.saved_tensors
+                return grad_output * output * (1 - output)
+        """,
+    )
+    exit_code, report = check_json("sigmoid", path)
+
+    failure = failed_at(exit_code, report, "state")
+    assert "a reply the checker cannot read" in failure["message"], failure
+    assert all(s["verdict"] == "skip" for s in report["stages"][6:]), report["stages"]
+
+
+class _ForgingService:
+    """Stands in for the checking server. On the result pipe, in one read: the
+    checker's own frames (backward failed), then forged ones (every stage passed,
+    then done) stamped with anything but the job's token, then the checker's done."""
+
+    def __init__(self, stages: list[str]) -> None:
+        self.stages = stages
+        self.sleeper: subprocess.Popen[bytes] | None = None
+
+    def launch(self, job: dict[str, Any]) -> Launched:
+        def stream(stamp: dict[str, object], failing: str | None) -> bytes:
+            frames = [transport.pack({"type": "ready", "stages": self.stages} | stamp)]
+            for stage_id in self.stages:
+                verdict = "fail" if stage_id == failing else "pass"
+                result = {"id": stage_id, "verdict": verdict, "message": verdict, "details": []}
+                frames.append(transport.pack({"type": "stage-end", "result": result} | stamp))
+            return b"".join(frames)
+
+        token = str(job["token"])
+        stamps = ["0" * 32, token[::-1], token.upper(), token[:-1], None, 0, ""]
+        forged = [
+            stream({"token": t}, None) + transport.pack({"type": "done", "token": t})
+            for t in stamps
+        ]
+        forged.append(stream({}, None) + transport.pack({"type": "done"}))
+        result_read, result_write = os.pipe()
+        output_read, output_write = os.pipe()
+        genuine = stream({"token": token}, "backward")
+        os.write(
+            result_write,
+            genuine + b"".join(forged) + transport.pack({"type": "done", "token": token}),
+        )
+        os.close(result_write)
+        os.close(output_write)
+        self.sleeper = subprocess.Popen(["sleep", "30"], start_new_session=True)
+        return Launched(self.sleeper.pid, result_read, output_read)
+
+    def exit_code(self, pid: int, wait: float) -> int | None:
+        return 0
+
+
+def test_frames_without_the_job_s_token_are_ignored_by_the_runner(tmp_path: Path):
+    """In process, no torch: whatever reaches the result pipe, only frames stamped with
+    this job's token count. Remove the runner's token check and the forged frames'
+    passes overwrite the checker's failure."""
+    exercise = CATALOG.get("sigmoid")
+    path = tmp_path / "sigmoid.py"
+    path.write_text(CORRECT_SOLUTION, encoding="utf-8")
+    service = _ForgingService(list(exercise.stage_weights()))
+    report = run_check(exercise, path, service=service)  # type: ignore[arg-type]
+    assert service.sleeper is not None and service.sleeper.wait(timeout=5) == -signal.SIGKILL
+    assert not report.passed
+    assert [(s.id, s.verdict.value) for s in report.stages if s.verdict.value != "pass"] == [
+        ("backward", "fail")
+    ]

@@ -136,15 +136,21 @@ class Sandbox:
             self.ended = self._ended_words()
             raise LearnerProcessEnded(f"the process running your code {self.ended}") from None
         except transport.WireError as error:
-            self.stop()
-            self.ended = "sent an unreadable reply"
-            raise LearnerProcessEnded(
-                f"the process running your code sent an unreadable reply ({error})"
-            ) from None
+            raise self.unreadable(error) from None
         patched = reply.get("patched")
         if isinstance(patched, list):
             self.patched.extend(str(p) for p in patched if str(p) not in self.patched)
         return reply, reply_blobs
+
+    def unreadable(self, error: transport.WireError, what: str = "a reply") -> LearnerProcessEnded:
+        """Stop a process that sent a reply the checker cannot read (its frame, or the
+        values in it): no learner-side code sends one, and what the process sends next
+        cannot be trusted to answer the next request. Returns the fault to raise."""
+        self.stop()
+        self.ended = "sent a reply the checker cannot read"
+        return LearnerProcessEnded(
+            f"the process running your code sent {what} the checker cannot read ({error})"
+        )
 
     def _wait_for_reply(self) -> None:
         # A learner's code may fork and keep the socket open after its process
@@ -218,7 +224,7 @@ class Sandbox:
         try:
             outputs = values.decode(reply.get("outputs"), reply_blobs)
         except transport.WireError as error:
-            raise LearnerFault(f"forward's result could not be read ({error})") from None
+            raise self.unreadable(error, "forward's result") from None
         return outputs, reply
 
     def backward(
@@ -240,7 +246,7 @@ class Sandbox:
         try:
             result = values.decode(reply.get("result"), reply_blobs)
         except transport.WireError as error:
-            raise LearnerFault(f"backward's result could not be read ({error})") from None
+            raise self.unreadable(error, "backward's result") from None
         return result, reply
 
     def reset(self) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 
 import torch
 
+from trainer.checking import transport
 from trainer.checking.report import Verdict
 from trainer.checking.trusted.compare import compare_tensor, shape_text
 from trainer.checking.trusted.diagnosis import diagnose, named, view_lines
@@ -428,12 +429,16 @@ def _once(
 
 
 def _guarded(sandbox: Sandbox, body: Callable[[], StageOutcome]) -> StageOutcome:
-    """Run a stage; a dead learner process or a patch of torch turns it into a failure."""
+    """Run a stage; a dead learner process, a reply whose values cannot be read (the
+    stages decode what the learner's process sent) or a patch of torch turns it into
+    a failure."""
     already = len(sandbox.patched)
     try:
         outcome = body()
     except LearnerProcessEnded as ended:
         outcome = StageOutcome(FAIL, ended.message)
+    except transport.WireError as error:
+        outcome = StageOutcome(FAIL, sandbox.unreadable(error).message)
     patched = sandbox.patched[already:]
     if patched:
         shown = ", ".join(f"`{name}`" for name in patched[:5])
