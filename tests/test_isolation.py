@@ -386,6 +386,102 @@ def test_patching_torch_from_inside_backward_fails_at_backward_and_names_the_pat
     assert "torch.allclose" in failure["message"]
 
 
+# A right gradient written in another Function, and the learner's class (whose backward
+# is wrong) made to hand autograd that Function's graph, or its backward.
+_CHEAT = """\
+import torch
+
+
+class Cheat(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.sigmoid(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        return grad_output * y * (1 - y)
+
+
+def cheat_backward(node, *grads):
+    return Cheat.backward(node, *grads)
+
+{before}
+class MySigmoid(torch.autograd.Function{metaclass}):
+    @staticmethod
+    def forward(ctx, x):
+{in_forward}        y = torch.sigmoid(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        return grad_output  # wrong: forgets the local derivative
+
+{after}"""
+
+_ROUTES = {
+    # A metaclass whose `apply` is the other Function's: its graph, its backward.
+    "a metaclass's apply": (
+        dict(
+            before="""
+class Routed(type(torch.autograd.Function)):
+    @property
+    def apply(cls):
+        return Cheat.apply
+
+""",
+            metaclass=", metaclass=Routed",
+            after="Cheat._backward_cls._forward_cls = MySigmoid\n"
+            "Cheat._backward_cls.apply = cheat_backward\n",
+        ),
+        "load",
+        "metaclass of its own",
+    ),
+    # The other Function's node class in place of its own, made to look like it.
+    "a borrowed node class": (
+        dict(
+            after="Cheat._backward_cls._forward_cls = MySigmoid\n"
+            "Cheat._backward_cls.apply = cheat_backward\n"
+            "MySigmoid._backward_cls = Cheat._backward_cls\n"
+        ),
+        "load",
+        "backward node class was replaced or changed",
+    ),
+    # Its own node class changed while forward runs, after the file loaded.
+    "its node changed in forward": (
+        dict(in_forward="        MySigmoid._backward_cls.apply = cheat_backward\n"),
+        "forward",
+        "not produced by `MySigmoid.apply`",
+    ),
+    # torch's own node base class patched: every node calls the other backward.
+    "torch's node base patched": (
+        dict(after="torch.autograd.function.BackwardCFunction.apply = cheat_backward\n"),
+        "load",
+        "BackwardCFunction.apply",
+    ),
+}
+
+
+@pytest.mark.parametrize("route", list(_ROUTES))
+def test_a_wrong_backward_routed_to_a_right_one_elsewhere_fails(write_file, route):
+    """The gradients would be right, but not computed by the class under check: each
+    route is refused where it shows, with words that say what was done. Remove the
+    metaclass or the node-class check at load, the node check on each forward's
+    graph (learner/serve), or the guard on BackwardCFunction, and its case fails."""
+    parts, stage_id, words = _ROUTES[route]
+    source = _CHEAT.format(
+        **({"before": "", "metaclass": "", "in_forward": "", "after": ""} | parts)
+    )
+    path = write_file("routes_backward.py", source)
+    exit_code, report = check_json("sigmoid", path)
+
+    failure = failed_at(exit_code, report, stage_id)
+    assert words in failure["message"], failure
+
+
 def test_patching_tensor_subtraction_fails_even_with_a_correct_backward(write_file):
     path = write_file(
         "patches_sub.py",

@@ -155,6 +155,41 @@ def out_of_memory_words() -> str:
     )
 
 
+def recorded_by(node: object, function_class: type) -> bool:
+    """Whether ``node`` (a graph node, or its class) is the one autograd makes for
+    ``function_class``: a plain subclass of torch's BackwardCFunction, made by the
+    class statement, whose ``apply`` (torch's, guarded against patches) calls
+    ``function_class``'s own backward. A node of another Function, or one whose
+    class was changed to call something else, is not."""
+    klass = node if isinstance(node, type) else type(node)
+    return (
+        klass.__bases__ == (torch.autograd.function.BackwardCFunction,)
+        and vars(klass).get("_forward_cls") is function_class
+        and set(vars(klass)) <= _NODE_CLASS_NAMES
+        and vars(function_class).get("_backward_cls") is klass
+    )
+
+
+def _node_class_names() -> frozenset[str]:
+    """What this torch puts in the node class a class statement makes, found by making
+    one here, before any learner code runs (the class is dropped at once)."""
+
+    def identity(ctx: Any, value: Any) -> Any:
+        return value
+
+    made = type(
+        "Probe",
+        (torch.autograd.Function,),
+        {"forward": staticmethod(identity), "backward": staticmethod(identity)},
+    )
+    names = frozenset(vars(vars(made)["_backward_cls"]))
+    del made
+    return names
+
+
+_NODE_CLASS_NAMES = _node_class_names()
+
+
 def _user_attribute(klass: type, name: str) -> Any:
     """``name`` as defined by the learner's class or its own bases, not by torch."""
     for base in klass.__mro__:
@@ -227,6 +262,17 @@ def find_function_class(
         raise LearnerProblem(
             f"`{name}` overrides `apply`. Autograd's own `apply` must run your forward and "
             "record your backward; remove the override."
+        )
+    if type(candidate) is not type(torch.autograd.Function):
+        raise LearnerProblem(
+            f"`{name}` has a metaclass of its own (`{type(candidate).__name__}`). Declare it "
+            f"as a plain `class {name}(torch.autograd.Function):` so that autograd's own "
+            "`apply` records your backward."
+        )
+    if not recorded_by(candidate._backward_cls, candidate):
+        raise LearnerProblem(
+            f"`{name}`'s backward node class was replaced or changed (`_backward_cls`). "
+            "Leave autograd's machinery alone: it must call your backward."
         )
 
     uses_setup_context = _user_attribute(candidate, "setup_context") is not None

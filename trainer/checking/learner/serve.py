@@ -36,6 +36,7 @@ from trainer.checking.learner.loading import (
     explain_learner_error,
     find_function_class,
     import_source,
+    recorded_by,
 )
 from trainer.checking.learner.zygote import LearnerTask
 
@@ -50,7 +51,10 @@ class _Server:
         self.function_class: type[torch.autograd.Function] | None = None
         self.handles: dict[int, tuple[object, Any]] = {}  # handle -> (outputs, ctx)
         self.next_handle = 0
-        self.guard = NamespaceGuard.for_torch([torch.Tensor, torch.autograd.Function])
+        # BackwardCFunction: its `apply` is what calls the recorded Function's backward.
+        self.guard = NamespaceGuard.for_torch(
+            [torch.Tensor, torch.autograd.Function, torch.autograd.function.BackwardCFunction]
+        )
         self.protection: dict[str, Any] | None = None  # host protection, set before load
 
     def handle(
@@ -128,7 +132,7 @@ class _Server:
         if any(flags):
             if ctx is None:
                 reply["no_graph"] = True
-            elif getattr(type(ctx), "_forward_cls", None) is not function_class:
+            elif not recorded_by(ctx, function_class):
                 reply["foreign_graph"] = True
             elif request.get("keep", True):
                 self.next_handle += 1
