@@ -279,6 +279,27 @@ def test_a_cpu_time_runaway_is_stopped_by_the_cpu_cap_before_the_timeout(victim,
     unchanged()
 
 
+def test_the_learners_process_holds_no_capability_even_as_root(victim):
+    """Root outside a user namespace (a kernel or container that refuses one) without
+    Landlock could read the checker's memory, job token and all, undumpable or not:
+    the learner's process drops every capability, in whatever namespace it is.
+    Landlock is left out here so that the process may read its own /proc status;
+    remove ``_drop_capabilities`` from ``confine`` and this test fails (in its user
+    namespace the process holds every capability)."""
+    code = (
+        "status = open('/proc/self/status').read()\n"
+        "print('CAPS', [line.split()[-1] for line in status.splitlines()\n"
+        "               if line.startswith(('CapEff', 'CapPrm', 'CapBnd', 'CapAmb', 'CapInh'))])"
+    )
+    path = attempt(victim, "sigmoid.py", code)
+    report = run_check(
+        CATALOG.get("sigmoid"), path, limits=HostLimits(skip=("files",)), service=shared_service()
+    )
+    assert report.passed, report.first_failure
+    (line,) = [line for line in report.output.splitlines() if line.startswith("CAPS ")]
+    assert line == "CAPS " + str(["0000000000000000"] * 5), line
+
+
 @pytest.mark.usefixtures("warm_commands")  # what grade says of the level
 def test_grade_says_the_level_once_at_the_top(tmp_path):
     submissions = tmp_path / "class"

@@ -22,7 +22,10 @@ the learner's file runs (:func:`confine`), with the kernel's own mechanisms:
   of its own caps the check instead, where the cgroup file system is
   writable;
 * **cpu_time**: ``RLIMIT_CPU`` (SIGXCPU, then SIGKILL a second later);
-* **memory**: ``RLIMIT_AS``, set by the zygote (:func:`zygote.limit_memory`).
+* **memory**: ``RLIMIT_AS``, set by the zygote (:func:`zygote.limit_memory`);
+* and, after all of them, no capability in any set (not a protection of the level:
+  always attempted). Root outside a user namespace, where Landlock is missing too,
+  would otherwise read other processes' memory, the checker's among them.
 
 What was applied is returned as a :class:`ProtectionLevel` and travels to the
 checker in the reply to ``load``; nothing here fails a check when the kernel
@@ -170,6 +173,11 @@ def confine(
         # has started nothing, and the learner's code runs only after this.
         cgroup = moved()
     attempt("processes", functools.partial(_cap_processes, processes, namespaces, root, cgroup))
+    # Last, once nothing above needs them: no capability at all, in any namespace. Root
+    # outside a user namespace (where the kernel refuses one) would otherwise read the
+    # checker's memory, undumpable or not, where Landlock is missing too.
+    with contextlib.suppress(OSError, AttributeError):
+        _drop_capabilities()
     APPLIED.update(applied)
     ordered = {n: applied[n] for n in PROTECTIONS if n in applied}
     return ProtectionLevel(ordered, {n: missing[n] for n in PROTECTIONS if n in missing})
@@ -303,6 +311,41 @@ def _deny_unix_sockets() -> None:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))
     if libc.prctl(set_seccomp, ctypes.c_ulong(mode_filter), ctypes.byref(fprog), zero, zero) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, os.strerror(code))
+
+
+# -- capabilities ---------------------------------------------------------------------------
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [
+        ("effective", ctypes.c_uint32),
+        ("permitted", ctypes.c_uint32),
+        ("inheritable", ctypes.c_uint32),
+    ]
+
+
+_CapSets = _CapData * 2  # version 3: two 32-bit words per set
+
+
+def _drop_capabilities() -> None:
+    """capset(2) with every set empty, after emptying the bounding and ambient sets
+    (prctl): this process and whatever it runs hold no capability."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    capbset_drop, cap_ambient, ambient_clear_all = 24, 47, 4
+    zero = ctypes.c_ulong(0)
+    for cap in range(64):  # EINVAL past the kernel's last capability
+        libc.prctl(capbset_drop, ctypes.c_ulong(cap), zero, zero, zero)
+    libc.prctl(cap_ambient, ctypes.c_ulong(ambient_clear_all), zero, zero, zero)
+    header = _CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this process
+    if libc.capset(ctypes.byref(header), ctypes.byref(_CapSets())) != 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))
 
