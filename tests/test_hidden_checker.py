@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CATALOG, shared_service
-from trainer.checking.runner import CheckingService, run_check
+from trainer.checking.runner import CheckingService, HostLimits, run_check
 
 
 @pytest.fixture
@@ -71,14 +71,14 @@ PROBES = {
     """,
     "parent command line": """
         import os
-        try:
-            with open(f"/proc/{os.getppid()}/cmdline", "rb") as handle:
-                line = handle.read().decode(errors="replace")
-        except PermissionError:  # host protection (issue 16) hides other processes' /proc
-            return []
+        with open(f"/proc/{os.getppid()}/cmdline", "rb") as handle:
+            line = handle.read().decode(errors="replace")
         return [line] if "trainer" in line or "checking" in line else []
     """,
 }
+# Protections left out for a probe: Landlock hides other processes' /proc anyway, and
+# the command line must not tell the checker's processes apart where it does not.
+LEFT_OUT = {"parent command line": ("files",)}
 
 
 def _probe_function(name: str) -> str:
@@ -108,10 +108,11 @@ class MySigmoid(torch.autograd.Function):
 """
 
 
-def _check(service: CheckingService, tmp_path: Path, source: str) -> tuple[bool, str]:
+def _check(service: CheckingService, tmp_path: Path, source: str, channel: str) -> tuple[bool, str]:
     path = tmp_path / "sigmoid.py"  # the module name a plain `import sigmoid` gives
     path.write_text(source, encoding="utf-8")
-    report = run_check(CATALOG.get("sigmoid"), path, service=service)
+    limits = HostLimits(skip=LEFT_OUT.get(channel, ()))
+    report = run_check(CATALOG.get("sigmoid"), path, service=service, limits=limits)
     return report.passed, report.output
 
 
@@ -121,7 +122,7 @@ def test_a_learner_searching_a_channel_finds_nothing_of_the_checker(service, tmp
         'print("FOUND", json.dumps(found), flush=True)\n        return grad_output * y * (1 - y)'
     )
     source = HEADER + _probe_function(channel) + LEARNER.format(action=action)
-    passed, output = _check(service, tmp_path, source)
+    passed, output = _check(service, tmp_path, source, channel)
     findings = [
         json.loads(line.split(" ", 1)[1])
         for line in output.splitlines()
@@ -136,7 +137,7 @@ def test_a_learner_searching_a_channel_finds_nothing_of_the_checker(service, tmp
 def test_a_file_that_behaves_only_when_it_detects_the_checker_fails(service, tmp_path, channel):
     action = "return grad_output * y * (1 - y) if found else grad_output * 0.25"
     source = HEADER + _probe_function(channel) + LEARNER.format(action=action)
-    passed, _ = _check(service, tmp_path, source)
+    passed, _ = _check(service, tmp_path, source, channel)
     assert not passed
 
 

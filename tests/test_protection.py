@@ -31,6 +31,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import CATALOG, REPO, check_json, first_failure, run_cli, shared_service
+from trainer.checking.learner.confine import _pids_cgroup_base
 from trainer.checking.report import ProtectionLevel
 from trainer.checking.runner import HostLimits, run_check
 from trainer.state import STATE_FILE, Progress, State, StateStore
@@ -337,6 +338,28 @@ def test_grade_refuses_without_full_protection_unless_told_unprotected(tmp_path,
 # -- what this machine's kernel offers, found independently of trainer's code ----------------
 
 
+def test_the_learners_code_cannot_signal_the_processes_of_the_checking_server(victim):
+    """Landlock's signal scope: the learner's process may signal only what it started,
+    not its zygote, whose end would end every later check of the server (signal 0
+    asks the kernel for the permission alone). Remove the scope and this test fails."""
+    code = (
+        "import os\n"
+        "try:\n"
+        "    os.kill(os.getppid(), 0)\n"
+        "    print('SIGNAL allowed')\n"
+        "except PermissionError:\n"
+        "    print('SIGNAL refused')"
+    )
+    report = run_check(
+        CATALOG.get("sigmoid"), attempt(victim, "sigmoid.py", code), service=shared_service()
+    )
+    require(report.to_dict(), "files")
+    if _landlock_abi() < 6:
+        pytest.skip("Landlock's signal scope needs ABI 6")
+    assert report.passed, report.first_failure
+    assert "SIGNAL refused" in report.output.splitlines(), report.output
+
+
 def _landlock_abi() -> int:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
@@ -353,6 +376,20 @@ def _user_namespaces() -> bool:
     return os.waitstatus_to_exitcode(status) == 0
 
 
+def _pids_cgroup_of_our_own() -> bool:
+    """Whether this process may make a pids cgroup beneath its own (root's process cap)."""
+    base = _pids_cgroup_base()
+    if base is None:
+        return False
+    probe = base / f"trainer-test-{os.getpid()}"
+    try:
+        probe.mkdir()
+    except OSError:
+        return False
+    probe.rmdir()
+    return True
+
+
 def test_the_kernel_gives_every_protection_it_allows(victim):
     exit_code, report = check_json("sigmoid", attempt(victim, "sigmoid.py", ""))
     assert exit_code == 0, report
@@ -365,6 +402,8 @@ def test_the_kernel_gives_every_protection_it_allows(victim):
         assert "network" in level.applied, level
         if os.geteuid() != 0:
             assert "processes" in level.applied, level
+    if os.geteuid() == 0 and _pids_cgroup_of_our_own():  # root's cap is a pids cgroup
+        assert "processes" in level.applied, level
     if level.missing:
         assert report["protection"]["level"] == "partial"
 
