@@ -758,6 +758,13 @@ def test_an_exception_at_import_fails_at_load_pointing_at_the_learners_line_only
     assert f"raises_at_import.py, line {division}" in details
     assert "trainer/checking" not in details
     assert "trainer/checking" not in failure["message"]
+    # Only the learner's frames, each with its line of source: none of the checker's,
+    # whatever name they go by in the learner's process.
+    frames = [line for line in failure["details"] if not line.startswith("    ")]
+    assert frames == [
+        f"raises_at_import.py, line {line_of(path, 'FACTOR = scale()')}, in <module>",
+        f"raises_at_import.py, line {division}, in scale",
+    ], failure["details"]
 
 
 def test_a_class_with_another_name_fails_at_load_saying_what_was_found(write_file):
