@@ -224,6 +224,31 @@ def test_reading_the_progress_file_fails_naming_it_and_shows_nothing(victim, dis
     unchanged()
 
 
+@pytest.mark.parametrize(
+    "secret",
+    [
+        REPO / "solutions" / "sigmoid.py",
+        REPO / "trainer" / "checking" / "trusted" / "plan.py",
+        REPO / "exercises" / "sigmoid.yaml",
+    ],
+    ids=["reference solution", "checker's code", "spec"],
+)
+def test_reading_the_reference_or_the_checker_fails_though_its_folder_is_on_sys_path(
+    victim, secret
+):
+    """The repository (or, installed, the package with its catalogue) is on the learner's
+    import path, beneath a root Python may read: the trainer's package and catalogue
+    are hidden from it all the same. Leave out both the package's hiding and the
+    source tree's (confine) and the learner reads the reference solution."""
+    path = attempt(victim, "sigmoid.py", f"print(open({str(secret)!r}).read()[:40], flush=True)")
+    exit_code, report = check_json("sigmoid", path)
+    require(report, "files")
+
+    message = failed_at_load(exit_code, report)
+    assert f"tried to open {secret}: a check reads only" in message
+    assert secret.read_text()[:40] not in report["output"]
+
+
 def test_reading_another_submission_or_the_home_folder_fails(
     victim, disk, other_submission, decoy_home
 ):

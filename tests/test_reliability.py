@@ -283,7 +283,25 @@ def test_ctrl_c_during_a_check_exits_130_and_leaves_no_process_behind(tmp_path):
     while _descendants_alive(sleeper) and time.monotonic() < gone_by:
         time.sleep(0.05)
     assert not _descendants_alive(sleeper), "a process of the check outlived Ctrl-C"
-    assert not list(workspace.glob(".trainer-state-*")), "a half-written state file was left"
+
+
+def test_an_interrupt_while_a_file_is_written_leaves_the_old_version_whole(tmp_path, monkeypatch):
+    """What Ctrl-C at the worst moment does to the progress file (or a scratch file):
+    readers see the old version, and no temporary file is left beside it. In process:
+    the interrupt comes as the new version would replace the old."""
+    import trainer.files
+
+    path = tmp_path / ".trainer-state.json"
+    path.write_text('{"old": true}\n', encoding="utf-8")
+
+    def interrupted(source: str, target: str) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        trainer.files.write_atomically(path, '{"new": true}\n' * 10_000)
+    assert path.read_text(encoding="utf-8") == '{"old": true}\n'
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]
 
 
 # Each process says it is ready, waits for the go file, then records its checks as
