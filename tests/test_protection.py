@@ -168,6 +168,36 @@ def test_connecting_to_a_unix_socket_of_the_machine_fails_and_reaches_nothing(
     unchanged()
 
 
+def _io_uring_here() -> bool:
+    """Whether this process may set up an io_uring (the kernel has it, and allows it)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    fd = libc.syscall(425, ctypes.c_uint(1), ctypes.create_string_buffer(120))
+    if fd < 0:
+        return False
+    os.close(fd)
+    return True
+
+
+def test_setting_up_an_io_uring_is_refused(victim):
+    """io_uring makes sockets without the socket system call the seccomp filter
+    watches: the filter refuses io_uring_setup itself (EACCES). Remove that rule
+    and this test fails wherever the kernel allows io_uring."""
+    if not _io_uring_here():
+        pytest.skip("this machine's kernel gives no io_uring anyway")
+    code = (
+        "import ctypes\n"
+        "_libc = ctypes.CDLL(None, use_errno=True)\n"
+        "_libc.syscall.restype = ctypes.c_long\n"
+        "_fd = _libc.syscall(425, ctypes.c_uint(1), ctypes.create_string_buffer(120))\n"
+        "print('IO_URING', _fd, ctypes.get_errno(), flush=True)"
+    )
+    exit_code, report = check_json("sigmoid", attempt(victim, "sigmoid.py", code))
+    require(report, "network")
+    assert exit_code == 0, report
+    assert "IO_URING -1 13" in report["output"].splitlines(), report["output"]
+
+
 @pytest.mark.parametrize(
     ("target", "verb"),
     [
