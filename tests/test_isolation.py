@@ -8,12 +8,14 @@ verdict a protection guarantees, so it fails if that protection goes missing.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import json
 import os
 import re
 import signal
 import subprocess
+import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -919,6 +921,42 @@ def test_overriding_apply_to_use_torchs_own_autograd_fails_at_load(write_file):
 
     failure = failed_at(exit_code, report, "load")
     assert "`apply`" in failure["message"]
+
+
+def test_a_learners_process_holds_no_descriptor_of_the_zygote_or_of_another_check(write_file):
+    """Two checks at once on one server, each file listing its open descriptors (fstat
+    needs no path, so Landlock allows it) while the other's process is alive: each
+    holds its standard streams and its socket to its checker, nothing of the zygote
+    (its epoll instance, shared with it, or its socket to the server) and nothing of
+    the other check. Remove the clean-up in the zygote's fork and this test fails."""
+    lister = """\
+        import os
+        import stat
+        import time
+
+        import torch
+
+        _held = []
+        for _fd in range(4096):
+            try:
+                _mode = os.fstat(_fd).st_mode
+            except OSError:
+                continue
+            _held.append("socket" if stat.S_ISSOCK(_mode) else "fd %d" % _fd)
+        print("HELD", sorted(_held), flush=True)
+        time.sleep(1.0)  # alive while the other check's process starts
+        """
+    paths = [
+        write_file(f"lists_{n}/sigmoid.py", textwrap.dedent(lister) + CORRECT_SOLUTION)
+        for n in (1, 2)
+    ]
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        reports = list(pool.map(lambda path: check_json("sigmoid", path)[1], paths))
+
+    for report in reports:
+        assert report["passed"], first_failure(report)
+        held = [line for line in report["output"].splitlines() if line.startswith("HELD ")]
+        assert held == ["HELD ['fd 0', 'fd 1', 'fd 2', 'socket']"], report["output"]
 
 
 # Gaps found while writing these tests, now closed ----------------------------------------

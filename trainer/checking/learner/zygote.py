@@ -123,7 +123,9 @@ def _on_request(
         header["scratch"] = scratch
         if word_write >= 0:
             os.close(word_write)
-        return _become_learner(sock, learners, header, control_fd, learner_fd, output_fd, word_read)
+        return _become_learner(
+            sock, selector, learners, header, control_fd, learner_fd, output_fd, word_read
+        )
     os.close(learner_fd)
     os.close(output_fd)
     control = socket.socket(fileno=control_fd)
@@ -139,6 +141,7 @@ def _on_request(
 
 def _become_learner(
     sock: socket.socket,
+    selector: selectors.BaseSelector,
     learners: dict[int, _Learner],
     header: dict[str, Any],
     control_fd: int,
@@ -149,6 +152,7 @@ def _become_learner(
     """In the forked child: shed every descriptor but its own, then go. ``word``: where the
     zygote says it moved this process into its pids cgroup (-1: it does not move it)."""
     os.setsid()  # its own group: ending the group ends what it started
+    selector.close()  # the zygote's epoll instance: shared, its interest list included
     sock.close()
     os.close(control_fd)
     for learner in learners.values():
