@@ -44,6 +44,21 @@ PROBES = {
         return sorted({t.__module__ for t in gc.get_objects()
                        if isinstance(t, type) and "trainer" in str(t.__module__)})
     """,
+    "functions": """
+        import functools, gc, os, types
+        cached = type(functools.cache(len))
+        found = set()
+        for f in gc.get_objects():
+            if isinstance(f, types.FunctionType):
+                module, file = str(f.__module__), f.__code__.co_filename
+            elif isinstance(f, cached):
+                module, file = str(getattr(f, "__module__", "")), ""
+            else:
+                continue
+            if module.split(".")[0] == "trainer" or f"{os.sep}trainer{os.sep}" in file:
+                found.add(f"{module} {file}")
+        return sorted(found)
+    """,
     "sys.modules": """
         import sys
         return [n for n in sys.modules if "trainer" in n or "checking" in n]
@@ -143,7 +158,7 @@ def test_a_file_that_behaves_only_when_it_detects_the_checker_fails(service, tmp
 
 @pytest.mark.filterwarnings("ignore::FutureWarning")  # gc meets torch's deprecated names
 @pytest.mark.parametrize(
-    "channel", ["gc", "class modules", "sys.modules", "environment", "module name"]
+    "channel", ["gc", "class modules", "functions", "sys.modules", "environment", "module name"]
 )
 def test_the_probes_are_not_blind_where_the_checker_is_in_plain_sight(
     channel, tmp_path, monkeypatch

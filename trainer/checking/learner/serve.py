@@ -14,6 +14,7 @@ Before the learner's file runs, :func:`run` makes the process look like a plain
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import sys
@@ -428,22 +429,32 @@ def prepare_to_look_plain() -> None:
     if _RENAMED:
         return
     names = {n for n in sys.modules if n == "trainer" or n.startswith("trainer.")}
-    # Every class of ours, wherever it is bound (ctypes makes pointer classes that no
-    # module holds). Reading __module__ of every object wakes torch's deprecations.
+    # Every class, function and cache wrapper of ours, wherever it is bound: in a module
+    # or a class, behind a property, a cache or a dataclass's repr, or in a closure made
+    # at import (ctypes makes pointer classes that no module holds). One walk of gc;
+    # reading __module__ of every object would wake torch's deprecations.
+    cached = type(functools.cache(len))
+    classes: list[type] = []
+    functions: list[types.FunctionType] = []
+    wrappers: list[Any] = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        classes = [o for o in gc.get_objects() if isinstance(o, type) and o.__module__ in names]
-    places = [*(vars(sys.modules[n]) for n in names), *(vars(c) for c in classes)]
-    functions: dict[types.FunctionType, None] = {}
-    for namespace in places:
-        for member in list(namespace.values()):
-            function = getattr(member, "__func__", member)
-            if isinstance(function, types.FunctionType) and function.__module__ in names:
-                functions[function] = None
+        for found in gc.get_objects():
+            if isinstance(found, type):
+                if found.__module__ in names:
+                    classes.append(found)
+            elif isinstance(found, types.FunctionType):
+                if found.__module__ in names:
+                    functions.append(found)
+            elif isinstance(found, cached) and getattr(found, "__module__", None) in names:
+                wrappers.append(found)
     for function in functions:
         function.__code__ = _renamed(function.__code__)
         function.__module__ = "__main__"
         function.__doc__ = None
+    for wrapper in wrappers:
+        wrapper.__module__ = "__main__"
+        wrapper.__doc__ = None
     for klass in classes:
         klass.__module__ = "__main__"
     _RENAMED.append(True)
