@@ -269,7 +269,7 @@ def find_function_class(
             f"as a plain `class {name}(torch.autograd.Function):` so that autograd's own "
             "`apply` records your backward."
         )
-    if not recorded_by(candidate._backward_cls, candidate):
+    if not recorded_by(vars(candidate).get("_backward_cls"), candidate):
         raise LearnerProblem(
             f"`{name}`'s backward node class was replaced or changed (`_backward_cls`). "
             "Leave autograd's machinery alone: it must call your backward."

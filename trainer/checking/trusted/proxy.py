@@ -304,8 +304,8 @@ def proxy_function(sandbox: Sandbox, exercise: Exercise) -> type[torch.autograd.
             )
         if reply.get("foreign_graph"):
             raise LearnerFault(
-                f"the output was not produced by `{exercise.class_name}.apply`: its gradient "
-                "would not come from your backward"
+                f"the output was not produced by `{exercise.class_name}.apply`, or its graph "
+                "node was changed: its gradient would not come from your backward"
             )
         ctx.handle = reply.get("handle")
         ctx.advice = reply.get("advice")
