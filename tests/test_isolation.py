@@ -484,6 +484,74 @@ def test_a_wrong_backward_routed_to_a_right_one_elsewhere_fails(write_file, rout
     assert words in failure["message"], failure
 
 
+def test_a_backward_that_goes_wrong_after_many_calls_cannot_hide_behind_another_in_the_state_stage(
+    write_file,
+):
+    """Its backward goes wrong after 300 calls, which only the state stage's calls in a
+    row reach; so, when the call stack says the state stage is running, forward hands
+    autograd another Function's node. Every graph a stage's calls build must be the
+    class's own: remove that check from the learner process's calls in a row (serve's
+    _outputs) and this file passes every stage."""
+    path = write_file(
+        "hides_in_the_state_stage.py",
+        """\
+        import sys
+
+        import torch
+
+        CALLS = []
+
+
+        class Right(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                y = torch.sigmoid(x)
+                ctx.save_for_backward(y)
+                return y
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                (y,) = ctx.saved_tensors
+                return grad_output * y * (1 - y)
+
+
+        def in_calls_in_a_row():
+            frame = sys._getframe()
+            while frame is not None:
+                if frame.f_code.co_name == "_train":
+                    return True
+                frame = frame.f_back
+            return False
+
+
+        class MySigmoid(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                node = MySigmoid._backward_cls
+                if in_calls_in_a_row():
+                    node.apply = lambda self, *grads: Right.backward(self, *grads)
+                elif "apply" in vars(node):
+                    del node.apply
+                y = torch.sigmoid(x)
+                ctx.save_for_backward(y)
+                return y
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                CALLS.append(1)
+                (y,) = ctx.saved_tensors
+                factor = 0.5 if len(CALLS) > 300 else 1.0  # wrong after 300 calls
+                return factor * grad_output * y * (1 - y)
+        """,
+    )
+    exit_code, report = check_json("sigmoid", path)
+
+    failure = failed_at(exit_code, report, "state")
+    assert (
+        "not produced by `MySigmoid.apply`, or its graph node was changed" in failure["message"]
+    ), failure
+
+
 def test_patching_tensor_subtraction_fails_even_with_a_correct_backward(write_file):
     path = write_file(
         "patches_sub.py",

@@ -7,6 +7,15 @@ from __future__ import annotations
 NOT_WRITTEN = " is not written yet"
 
 
+def foreign_graph(class_name: str) -> str:
+    """Why an output whose graph node is not the one autograd made for the learner's
+    class (another Function's, or one changed by the learner's code) is refused."""
+    return (
+        f"the output was not produced by `{class_name}.apply`, or its graph node was "
+        "changed: its gradient would not come from your backward"
+    )
+
+
 def describe_exception(error: BaseException) -> str:
     """``Name: first line of the message``, or the name alone."""
     text = str(error).strip()

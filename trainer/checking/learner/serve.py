@@ -40,6 +40,7 @@ from trainer.checking.learner.loading import (
     recorded_by,
 )
 from trainer.checking.learner.zygote import LearnerTask
+from trainer.checking.wording import foreign_graph
 
 _monotonic = time.monotonic  # kept before any learner code runs
 
@@ -239,6 +240,8 @@ class _Server:
         if device != "cpu":
             grads = [g.to(device) if isinstance(g, torch.Tensor) else g for g in grads]
         before = [g.clone() if isinstance(g, torch.Tensor) else None for g in grads]
+        if not recorded_by(ctx, function_class):  # changed since forward returned
+            return {"error": {"message": foreign_graph(function_class.__name__), "details": []}}
         try:
             # As autograd's engine calls it: through the node's own `apply` (which
             # also takes `vjp`, backward's alias), with grad mode off.
@@ -281,8 +284,17 @@ def _fresh(args: list[Any]) -> tuple[list[Any], list[torch.Tensor]]:
 
 
 def _outputs(function_class: type[torch.autograd.Function], args: list[Any]) -> list[Any]:
+    """forward's outputs through ``apply``; a graph that is not the class's own (see
+    :func:`recorded_by`) is refused, as in the forward request."""
     result = function_class.apply(*api_calls.activations(args))  # type: ignore[no-untyped-call]
-    return list(result) if isinstance(result, tuple | list) else [result]
+    outputs = list(result) if isinstance(result, tuple | list) else [result]
+    node = next(
+        (o.grad_fn for o in outputs if isinstance(o, torch.Tensor) and o.grad_fn is not None),
+        None,
+    )
+    if node is not None and not recorded_by(node, function_class):
+        raise RuntimeError(foreign_graph(function_class.__name__))
+    return outputs
 
 
 def _loss(outputs: list[Any], upstream: list[Any]) -> torch.Tensor:

@@ -21,6 +21,7 @@ import torch
 
 from trainer.checking import processes, transport, values
 from trainer.checking.trusted.compare import describe_value
+from trainer.checking.wording import foreign_graph
 from trainer.spec import Exercise
 
 
@@ -303,10 +304,7 @@ def proxy_function(sandbox: Sandbox, exercise: Exercise) -> type[torch.autograd.
                 )
             )
         if reply.get("foreign_graph"):
-            raise LearnerFault(
-                f"the output was not produced by `{exercise.class_name}.apply`, or its graph "
-                "node was changed: its gradient would not come from your backward"
-            )
+            raise LearnerFault(foreign_graph(exercise.class_name))
         ctx.handle = reply.get("handle")
         ctx.advice = reply.get("advice")
         return outputs[0] if exercise.outputs == 1 else outputs
