@@ -1027,6 +1027,23 @@ def test_a_learners_process_holds_no_descriptor_of_the_zygote_or_of_another_chec
         assert held == ["HELD ['fd 0', 'fd 1', 'fd 2', 'socket']"], report["output"]
 
 
+def test_the_learners_code_runs_with_the_garbage_collector_on_as_in_any_program(write_file):
+    """The checking server imports torch with the collector off (faster) and turns it
+    back on before any check: a learner's code that makes reference cycles must see
+    them collected, as in a program of its own. Leave the collector off in the zygote
+    and this test fails."""
+    path = write_file(
+        "collects.py",
+        "import gc\n"
+        "print('COLLECTOR', gc.isenabled(), gc.get_threshold()[0] > 0, flush=True)\n"
+        + CORRECT_SOLUTION,
+    )
+    exit_code, report = check_json("sigmoid", path)
+
+    assert exit_code == 0, first_failure(report)
+    assert "COLLECTOR True True" in report["output"].splitlines(), report["output"]
+
+
 # Gaps found while writing these tests, now closed ----------------------------------------
 
 
