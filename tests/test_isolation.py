@@ -552,6 +552,71 @@ def test_a_backward_that_goes_wrong_after_many_calls_cannot_hide_behind_another_
     ), failure
 
 
+def test_a_backward_that_cannot_be_differentiated_cannot_hide_behind_another_for_second_order(
+    write_file,
+):
+    """Its backward detaches (right first derivatives, no second ones); when the call
+    stack says second derivatives are being taken, forward hands autograd another
+    Function's node, differentiable. Refused in every request that builds a graph:
+    remove the check from the second-order calls (api_calls) and the second-order
+    stage passes; from the double-backward call (serve), and that stage passes."""
+    path = write_file(
+        "hides_from_second_order.py",
+        """\
+        import sys
+
+        import torch
+
+
+        class Right(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                y = torch.sigmoid(x)
+                ctx.save_for_backward(y)
+                return y
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                (y,) = ctx.saved_tensors
+                return grad_output * y * (1 - y)
+
+
+        def taking_second_derivatives():
+            frame = sys._getframe()
+            while frame is not None:
+                if frame.f_code.co_name in ("handle_second_order", "_double"):
+                    return True
+                frame = frame.f_back
+            return False
+
+
+        class MySigmoid(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                node = MySigmoid._backward_cls
+                if taking_second_derivatives():
+                    node.apply = lambda self, *grads: Right.backward(self, *grads)
+                elif "apply" in vars(node):
+                    del node.apply
+                y = torch.sigmoid(x)
+                ctx.save_for_backward(y)
+                return y
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                (y,) = ctx.saved_tensors
+                return (grad_output * y * (1 - y)).detach()  # no second derivatives
+        """,
+    )
+    exit_code, report = check_json("sigmoid", path, "--double-backward")
+
+    failure = failed_at(exit_code, report, "second_order")
+    assert "or its graph node was changed" in failure["message"], failure
+    double = stage(report, "double_backward")
+    assert double["verdict"] == "fail", double
+    assert "or its graph node was changed" in double["message"], double
+
+
 def test_patching_tensor_subtraction_fails_even_with_a_correct_backward(write_file):
     path = write_file(
         "patches_sub.py",

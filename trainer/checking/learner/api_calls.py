@@ -22,7 +22,7 @@ from torch.autograd import forward_ad
 from torch.autograd.function import FunctionCtx
 
 from trainer.checking import values
-from trainer.checking.learner.loading import explain_learner_error
+from trainer.checking.learner.loading import explain_learner_error, own_graph
 
 
 class _Server(Protocol):
@@ -190,7 +190,8 @@ def handle_mark_dirty(
     called = activations(args)
     before = [a.detach().clone() if isinstance(a, torch.Tensor) else None for a in called]
     try:
-        outputs = _as_list(function_class.apply(*called))  # type: ignore[no-untyped-call]
+        applied = function_class.apply(*called)  # type: ignore[no-untyped-call]
+        outputs = own_graph(_as_list(applied), function_class)
     except BaseException as error:  # the learner's code may raise anything
         return _error(server, error, "forward")
     same = [next((i for i, a in enumerate(called) if o is a), None) for o in outputs]
@@ -238,7 +239,8 @@ def handle_non_differentiable(
     args = _leaves(request, blobs)
     upstream = list(values.decode(request["upstream"], blobs))  # type: ignore[call-overload]
     try:
-        outputs = _as_list(function_class.apply(*activations(args)))  # type: ignore[no-untyped-call]
+        applied = function_class.apply(*activations(args))  # type: ignore[no-untyped-call]
+        outputs = own_graph(_as_list(applied), function_class)
     except BaseException as error:  # the learner's code may raise anything
         return _error(server, error, "forward")
     requires = [isinstance(o, torch.Tensor) and o.requires_grad for o in outputs]
@@ -442,7 +444,8 @@ def handle_second_order(
     vector = list(values.decode(request["vector"], blobs))  # type: ignore[call-overload]
     leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
     try:
-        outputs = _as_list(function_class.apply(*activations(args)))  # type: ignore[no-untyped-call]
+        applied = function_class.apply(*activations(args))  # type: ignore[no-untyped-call]
+        outputs = own_graph(_as_list(applied), function_class)
         floats, weights = differentiable(outputs, upstream)
         grads = vector_jacobian(floats, leaves, weights)
     except BaseException as error:  # the learner's code may raise anything

@@ -24,7 +24,7 @@ from typing import Any
 import torch
 
 from trainer.checking.learner import confine
-from trainer.checking.wording import NOT_WRITTEN, describe_exception
+from trainer.checking.wording import NOT_WRITTEN, describe_exception, foreign_graph
 
 
 @dataclass(frozen=True)
@@ -168,6 +168,19 @@ def recorded_by(node: object, function_class: type) -> bool:
         and set(vars(klass)) <= _NODE_CLASS_NAMES
         and vars(function_class).get("_backward_cls") is klass
     )
+
+
+def own_graph(outputs: list[Any], function_class: type) -> list[Any]:
+    """``outputs`` of ``function_class.apply``, refused (RuntimeError) when their graph
+    node is not the class's own (:func:`recorded_by`): their gradient would not come
+    from its backward. As the forward request refuses them, for every other call."""
+    node = next(
+        (o.grad_fn for o in outputs if isinstance(o, torch.Tensor) and o.grad_fn is not None),
+        None,
+    )
+    if node is not None and not recorded_by(node, function_class):
+        raise RuntimeError(foreign_graph(function_class.__name__))
+    return outputs
 
 
 def _node_class_names() -> frozenset[str]:

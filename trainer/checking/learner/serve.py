@@ -37,6 +37,7 @@ from trainer.checking.learner.loading import (
     explain_learner_error,
     find_function_class,
     import_source,
+    own_graph,
     recorded_by,
 )
 from trainer.checking.learner.zygote import LearnerTask
@@ -287,14 +288,7 @@ def _outputs(function_class: type[torch.autograd.Function], args: list[Any]) -> 
     """forward's outputs through ``apply``; a graph that is not the class's own (see
     :func:`recorded_by`) is refused, as in the forward request."""
     result = function_class.apply(*api_calls.activations(args))  # type: ignore[no-untyped-call]
-    outputs = list(result) if isinstance(result, tuple | list) else [result]
-    node = next(
-        (o.grad_fn for o in outputs if isinstance(o, torch.Tensor) and o.grad_fn is not None),
-        None,
-    )
-    if node is not None and not recorded_by(node, function_class):
-        raise RuntimeError(foreign_graph(function_class.__name__))
-    return outputs
+    return own_graph(list(result) if isinstance(result, tuple | list) else [result], function_class)
 
 
 def _loss(outputs: list[Any], upstream: list[Any]) -> torch.Tensor:
@@ -394,9 +388,7 @@ def _double(
     vector: list[torch.Tensor],
 ) -> list[torch.Tensor | None]:
     """d<grads, vector>/d inputs, through the learner's backward (second order)."""
-    result = function_class.apply(*api_calls.activations(args))  # type: ignore[no-untyped-call]
-    outputs = result if isinstance(result, tuple | list) else (result,)
-    outputs, upstream = api_calls.differentiable(outputs, upstream)
+    outputs, upstream = api_calls.differentiable(_outputs(function_class, args), upstream)
     inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
     grads = api_calls.vector_jacobian(outputs, inputs, upstream)
     pairs = [
