@@ -11,7 +11,9 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
+import textwrap
 import threading
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -543,3 +545,361 @@ def test_no_reference_solution_right_or_wrong_is_flagged(path: Path, style: str)
         if path.parent.name == "solutions":  # a right solution: its backward ran too
             assert watch.calls.get("backward") == 1
     assert watch.findings == []
+
+
+# The whole learner process: the import, every staticmethod, hold ----------------------------
+
+
+def at_import(source: str) -> list[tuple[str, str, str]]:
+    """Run ``source`` as the learner process imports a file: under a started watch."""
+    watch = DerivationWatch()
+    watch.start()
+    try:
+        with watch.importing():
+            exec(compile(textwrap.dedent(source), "solution.py", "exec"), {})
+    finally:
+        watch.stop()
+    return [(f.kind, f.call, f.method) for f in watch.findings]
+
+
+SELF_TESTS_AT_IMPORT = """
+    import torch
+
+    class S(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return torch.sigmoid(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            s = torch.sigmoid(x)
+            return g * s * (1 - s)
+
+    x = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(S.apply, (x,))
+    S.apply(x).sum().backward()
+    expected = torch.autograd.grad(torch.sigmoid(x).sum(), x)[0]
+    assert torch.allclose(x.grad, expected)
+    print(S.apply(x).grad_fn)
+"""
+
+
+def test_autograd_used_eagerly_at_import_to_test_the_function_is_not_flagged() -> None:
+    assert at_import(SELF_TESTS_AT_IMPORT) == []
+
+
+TRACERS_AT_IMPORT = {
+    "make_fx": """
+        import torch
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        def slope(x, g):
+            return torch.autograd.grad(torch.sigmoid(x), x, g)[0]
+
+        graph = make_fx(slope)(torch.zeros(3, requires_grad=True), torch.ones(3))
+    """,
+    "make_fx on fake tensors": """
+        import torch
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        def slope(x, g):
+            return torch.autograd.grad(torch.sigmoid(x), x, g)[0]
+
+        graph = make_fx(slope, tracing_mode="fake")(torch.zeros(3, requires_grad=True), torch.ones(3))
+    """,
+    "a dispatch mode of the learner's that records the ops": """
+        import torch
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        class Record(TorchDispatchMode):
+            def __init__(self):
+                super().__init__()
+                self.ops = []
+
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                self.ops.append(func)
+                return func(*args, **(kwargs or {}))
+
+        x = torch.randn(3, requires_grad=True)
+        with Record() as recorded:
+            torch.autograd.grad(torch.sigmoid(x).sum(), x)
+    """,
+    "forward mode under make_fx": """
+        import torch
+        from torch.fx.experimental.proxy_tensor import make_fx
+
+        graph = make_fx(lambda x, t: torch.func.jvp(torch.tanh, (x,), (t,))[1])(
+            torch.zeros(3), torch.ones(3)
+        )
+    """,
+}
+
+
+@pytest.mark.parametrize("source", TRACERS_AT_IMPORT.values(), ids=TRACERS_AT_IMPORT.keys())
+def test_a_gradient_traced_into_a_graph_at_import_is_flagged(source: str) -> None:
+    findings = at_import(source)
+    assert findings and {(kind, method) for kind, _, method in findings} == {("traced", "import")}
+
+
+def test_every_staticmethod_of_the_class_is_watched_jvp_and_vmap_among_them() -> None:
+    class Sigmoid(torch.autograd.Function):
+        generate_vmap_rule = False
+
+        @staticmethod
+        def forward(x: Tensor) -> Tensor:
+            return torch.sigmoid(x)
+
+        @staticmethod
+        def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+            ctx.save_for_backward(output)
+            ctx.save_for_forward(output)
+
+        @staticmethod
+        def slope(y: Tensor) -> Tensor:
+            return y * (1 - y)
+
+        @staticmethod
+        def backward(ctx: Any, g: Tensor) -> Tensor:
+            (y,) = ctx.saved_tensors
+            return g * Sigmoid.slope(y)
+
+        @staticmethod
+        def jvp(ctx: Any, t: Tensor) -> Tensor:
+            (y,) = ctx.saved_tensors
+            return torch.ops.aten.sigmoid_backward(t, y)  # type: ignore[no-any-return]
+
+        @staticmethod
+        def vmap(info: Any, in_dims: Any, x: Tensor) -> Any:
+            return apply(Sigmoid, x.movedim(in_dims[0], 0)), 0
+
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    with DerivationWatch(Sigmoid) as watch:
+        torch.autograd.grad(torch.func.vmap(lambda t: apply(Sigmoid, t))(x).sum(), x)
+        torch.func.jvp(lambda t: apply(Sigmoid, t), (x.detach(),), (torch.ones_like(x),))
+    assert {name for name in watch.calls} >= {"forward", "backward", "jvp", "vmap", "slope"}
+    assert calls(watch.findings) == [("kernel", "aten.sigmoid_backward")]
+    assert watch.findings[0].method == "jvp"
+
+
+def test_torch_func_jvp_inside_a_jvp_staticmethod_is_flagged() -> None:
+    class Square(torch.autograd.Function):
+        @staticmethod
+        def forward(x: Tensor) -> Tensor:
+            return x * x
+
+        @staticmethod
+        def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+            ctx.save_for_forward(inputs[0])
+
+        @staticmethod
+        def backward(ctx: Any, g: Tensor) -> Tensor:
+            raise AssertionError("not called")
+
+        @staticmethod
+        def jvp(ctx: Any, t: Tensor) -> Tensor:
+            (x,) = ctx.saved_tensors
+            # Only plain multiplications: no backward kernel to give it away.
+            return torch.func.jvp(lambda a: a * a, (x,), (t,))[1]  # type: ignore[no-any-return]
+
+    x = torch.randn(3, dtype=torch.float64)
+    with DerivationWatch(Square) as watch:
+        tangent = torch.func.jvp(lambda a: apply(Square, a), (x,), (torch.ones_like(x),))[1]
+    torch.testing.assert_close(tangent, 2 * x)
+    assert [(f.kind, f.call, f.method) for f in watch.findings] == [
+        ("forward_ad", "torch.func.jvp", "jvp")
+    ]
+
+
+def normalize_with_vmap_rule(rule: Callable[..., Any]) -> FunctionClass:
+    class Normalize(torch.autograd.Function):
+        @staticmethod
+        def forward(x: Tensor) -> Tensor:
+            return x / x.norm(dim=-1, keepdim=True)  # type: ignore[no-any-return]
+
+        @staticmethod
+        def setup_context(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+            ctx.save_for_backward(inputs[0], output)
+
+        @staticmethod
+        def backward(ctx: Any, g: Tensor) -> Tensor:
+            x, y = ctx.saved_tensors
+            norm = x.norm(dim=-1, keepdim=True)
+            return (g - y * (y * g).sum(-1, keepdim=True)) / norm  # type: ignore[no-any-return]
+
+        @staticmethod
+        def vmap(info: Any, in_dims: Any, x: Tensor) -> Any:
+            return rule(Normalize, x.movedim(in_dims[0], 0)), 0
+
+    return Normalize
+
+
+VMAP_RULES: dict[str, tuple[Callable[..., Any], bool]] = {
+    "plain ops": (lambda cls, x: x / x.norm(dim=-1, keepdim=True), True),
+    "the Function times zero plus plain ops": (
+        lambda cls, x: apply(cls, x) * 0 + x / x.norm(dim=-1, keepdim=True),
+        True,
+    ),
+    "the Function on the whole batch": (lambda cls, x: apply(cls, x), False),
+    "the Function in a loop over the batch": (
+        lambda cls, x: torch.stack([apply(cls, row) for row in x.unbind(0)]),
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize(("rule", "bypasses"), VMAP_RULES.values(), ids=VMAP_RULES.keys())
+def test_a_vmap_rule_whose_outputs_reach_its_inputs_past_the_function_is_flagged(
+    rule: Callable[..., Any], bypasses: bool
+) -> None:
+    function = normalize_with_vmap_rule(rule)
+    x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    with DerivationWatch(function) as watch:
+        out = torch.func.vmap(lambda t: apply(function, t))(x)
+        torch.autograd.grad(out.sum(), x)
+    assert [f.kind for f in watch.findings] == (["bypass"] if bypasses else [])
+
+
+# Numeric and symbolic differentiation -----------------------------------------------------
+
+
+def sigmoid64(x: Tensor) -> Tensor:
+    return torch.sigmoid(x.double())
+
+
+def central_differences(x: Tensor, g: Tensor) -> Tensor:
+    h = 1e-6
+    return g * (sigmoid64(x + h) - sigmoid64(x - h)) / (2 * h)
+
+
+def forward_differences(x: Tensor, g: Tensor) -> Tensor:
+    h = 1e-7
+    return g * (sigmoid64(x + h) - sigmoid64(x)) / h
+
+
+def element_by_element(x: Tensor, g: Tensor) -> Tensor:
+    slope = torch.empty_like(x)
+    h = 1e-6
+    for i in range(x.numel()):
+        up, down = x.clone(), x.clone()
+        up[i] += h
+        down[i] -= h
+        slope[i] = (torch.sigmoid(up)[i] - torch.sigmoid(down)[i]) / (2 * h)
+    return g * slope
+
+
+def complex_step(x: Tensor, g: Tensor) -> Tensor:
+    h = 1e-20
+    return g * torch.sigmoid(torch.complex(x, torch.full_like(x, h))).imag / h
+
+
+NUMERIC: dict[str, tuple[Backward, str]] = {
+    "central differences": (central_differences, "finite differences"),
+    "forward differences": (forward_differences, "finite differences"),
+    "one element at a time": (element_by_element, "finite differences"),
+    "the complex step": (complex_step, "complex step"),
+}
+
+
+@pytest.mark.parametrize(("backward", "call"), NUMERIC.values(), ids=NUMERIC.keys())
+def test_numeric_differentiation_in_backward_is_flagged(
+    backward: Backward, call: str, style: str
+) -> None:
+    findings = run(sigmoid_function(backward), style)
+    assert calls(findings) == [("numeric", call)]
+    message, _ = explain(findings)
+    assert "approximates the gradient numerically" in message
+
+
+def test_forward_called_on_a_perturbed_copy_in_backward_is_flagged() -> None:
+    class Sigmoid(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Tensor) -> Tensor:
+            ctx.save_for_backward(x)
+            return torch.sigmoid(x)
+
+        @staticmethod
+        def backward(ctx: Any, g: Tensor) -> Tensor:
+            (x,) = ctx.saved_tensors
+            h = 1e-6
+            up = Sigmoid.forward(ctx, x + h)
+            # The quotient by a tensor of 1/h: only the call of forward gives it away.
+            return g * (up - torch.sigmoid(x)) * torch.full_like(x, 1 / h)
+
+    x = torch.linspace(-3, 3, 7, dtype=torch.float64, requires_grad=True)
+    with DerivationWatch(Sigmoid) as watch:
+        torch.autograd.grad(apply(Sigmoid, x).sum(), x)
+    assert calls(watch.findings) == [("numeric", "finite differences")]
+    assert "calls forward on a perturbed copy" in watch.findings[0].detail
+
+
+RECOMPUTING: dict[str, Backward] = {
+    "recomputes the forward's function on the saved input": lambda x, g: (
+        g * torch.sigmoid(x) * (1 - torch.sigmoid(x))
+    ),
+    "an epsilon guard, added twice": lambda x, g: (
+        honest_formula(x, g) * ((torch.sigmoid(x) + 1e-12) / (torch.sigmoid(x) + 1e-12))
+    ),
+    "a step-like constant that divides nothing": lambda x, g: honest_formula(x, g) + (x + 1e-3) * 0,
+}
+
+
+@pytest.mark.parametrize("backward", RECOMPUTING.values(), ids=RECOMPUTING.keys())
+def test_a_backward_that_recomputes_forward_quantities_is_not_flagged(
+    backward: Backward, style: str
+) -> None:
+    assert run(sigmoid_function(backward), style) == []
+
+
+SYMPY_SOURCES = {
+    "import sympy": "import sympy\n",
+    "from sympy import diff": "from sympy import diff\n",
+    "importlib": "import importlib\nsp = importlib.import_module('sympy')\n",
+    "an attribute": "import torch\nsp = torch.utils._sympy.sympy\n",
+}
+
+
+@pytest.mark.parametrize("source", SYMPY_SOURCES.values(), ids=SYMPY_SOURCES.keys())
+def test_sympy_named_in_the_source_is_symbolic_differentiation(source: str) -> None:
+    watch = DerivationWatch()
+    watch.see_source(source, None)
+    assert [(f.kind, f.call, f.method) for f in watch.findings] == [("symbolic", "sympy", "import")]
+    assert "lets sympy derive the gradient" in explain(watch.findings)[0]
+
+
+def test_a_sympy_object_held_by_the_module_is_symbolic_differentiation() -> None:
+    import sympy  # type: ignore[import-untyped]
+
+    module = types.ModuleType("solution")
+    module.derivative = sympy.diff(sympy.Symbol("t") ** 2)  # type: ignore[attr-defined]
+    watch = DerivationWatch()
+    watch.see_source("import torch\n", module)
+    assert calls(watch.findings) == [("symbolic", "sympy")]
+    watch = DerivationWatch()
+    watch.see_source("import torch  # no sympy here, says the comment\n", types.ModuleType("m"))
+    assert watch.findings == []
+
+
+def test_hold_puts_back_what_the_learner_removed_and_reports_it() -> None:
+    function = sigmoid_function(honest_formula)
+    watch = DerivationWatch()
+    watch.start()
+    try:
+        watch.adopt(function)
+        _pop_mode()  # the watch's dispatch mode
+        function.backward = staticmethod(function.backward.__wrapped__)  # type: ignore[attr-defined, method-assign]
+        watch.hold()
+        assert [f.detail for f in watch.findings] == [
+            "the watch on your code was switched off",
+            "the watch on your code lost its hold on backward",
+        ]
+        assert hasattr(function.backward, "__wrapped__")
+        run_under = sigmoid_function(sigmoid_backward_kernel)
+        watch.adopt(run_under)
+        x = torch.linspace(-3, 3, 7, dtype=torch.float64, requires_grad=True)
+        torch.autograd.grad(apply(run_under, x).sum(), x)
+        assert ("kernel", "aten.sigmoid_backward") in calls(watch.findings)
+    finally:
+        watch.stop()
+    assert _get_current_dispatch_mode_stack() == []

@@ -149,8 +149,8 @@ def test_a_spec_sets_stage_weights_and_its_grade_follows_them():
         ({"kinks": 2}, "weights.kinks: this exercise has no 'kinks' stage"),
         ({"backward": -1}, "weights.backward: -1 is below the minimum 0"),
         ({"backward": 1.5}, "weights.backward: expected a whole number"),
-        ({s: 0 for s in ("load", "forward", "backward", "contract", "by_hand", "state",
-                         "stability", "gradcheck")}, "weights: every stage is worth 0"),
+        ({s: 0 for s in ("load", "forward", "backward", "contract", "state", "stability",
+                         "gradcheck", "by_hand")}, "weights: every stage is worth 0"),
         ([], "weights: expected a mapping of stage ids to points"),
     ],
 )  # fmt: skip

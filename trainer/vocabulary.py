@@ -152,12 +152,6 @@ STAGES: tuple[Stage, ...] = (
         learner_imports=_TORCH_FUNC,
     ),
     Stage(
-        "by_hand",
-        "Derived by hand",
-        f"{_STAGES}.by_hand:by_hand_stage",
-        checks="the gradient is computed with ordinary tensor operations, not by autograd",
-    ),
-    Stage(
         "state",
         "Calls as in training",
         f"{_STAGES}.state:state_stage",
@@ -208,6 +202,14 @@ STAGES: tuple[Stage, ...] = (
         may_skip_in_a_pass=True,
         weight=0,  # a grade must not depend on whether the grading machine has a GPU
         checks="forward and backward run on a GPU",
+    ),
+    # Last: it reports what the learner's process saw during every stage before it.
+    Stage(
+        "by_hand",
+        "Derived by hand",
+        f"{_STAGES}.by_hand:by_hand_stage",
+        checks="the gradient is derived by hand: written with ordinary tensor operations, "
+        "not by autograd, a graph tracer, finite differences or sympy",
     ),
 )
 

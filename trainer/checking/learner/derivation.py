@@ -1,19 +1,27 @@
 """Notice a Function whose gradient torch derives instead of the learner.
 
-Runs in the learner's process, around calls of the learner's Function::
+Runs in the learner's process, from before the learner's file is imported to the
+end of the check (:mod:`serve`)::
 
-    with DerivationWatch(MySigmoid) as watch:
-        result = MySigmoid.backward(ctx, grad_output)   # or an engine-driven call
+    watch = DerivationWatch()
+    watch.start()                      # two modes, on for the rest of the process
+    with watch.importing():
+        module = import_source(...)    # the file's first line to its last
+    watch.adopt(MySigmoid)             # every staticmethod of the class, wrapped
+    ...                                # every request: watch.hold() first
     if watch.findings:
         message, details = explain(watch.findings)
 
-While the block runs, the class's own ``forward``, ``setup_context``,
-``backward`` and ``vjp`` (those it defines) are wrapped so that the watch knows
-exactly when the learner's code runs, whether the code calls them directly or
-the autograd engine does. Only what happens *inside* those methods counts: the
-caller's own forward and backward passes around them never do.
+(``with DerivationWatch(MySigmoid) as watch: ...`` does the same for one block.)
+Every staticmethod the class (or a base of its own) defines is wrapped:
+``forward``, ``setup_context``, ``backward``, ``vjp``, ``jvp``, ``vmap`` and any
+helper, so that the watch knows exactly when the learner's code runs, whether
+the code calls them directly, the autograd engine does, or torch.func does. Only
+what happens *inside* those methods and during the import counts: the checker's
+own forward and backward passes around them (the 500 calls in a row, the double
+backward that differentiates through backward) never do.
 
-What counts (a finding each; ``DerivationFinding.kind`` in brackets):
+What counts inside a method (a finding each; ``DerivationFinding.kind`` in brackets):
 
 ``engine``
     A backward pass of torch's autograd engine runs inside the method:
@@ -28,7 +36,9 @@ What counts (a finding each; ``DerivationFinding.kind`` in brackets):
     catches passes the mode cannot see (no op dispatched, mode switched off,
     another thread): the engine numbers its graph tasks from one global counter,
     which the watch reads before and after the method with a tiny backward pass
-    of its own.
+    of its own. A torch.func transform other than ``vmap`` entered inside the
+    method (``grad``, ``vjp``, ``jacrev``) counts too, seen by the torch-function
+    mode through torch.func's interpreter stack.
 ``kernel``
     A call of one of torch's own derivative kernels: every aten op whose name
     contains ``backward`` (``aten.sigmoid_backward``, ``_softmax_backward_data``,
@@ -42,7 +52,9 @@ What counts (a finding each; ``DerivationFinding.kind`` in brackets):
     An op runs while a forward-mode AD level is open that was not open when the
     method started: ``torch.autograd.forward_ad`` dual tensors, ``torch.func.jvp``,
     ``jacfwd``, ``linearize``, ``torch.autograd.functional.jacobian(...,
-    strategy="forward-mode")``.
+    strategy="forward-mode")``; and ``torch.func.jvp`` inside a ``jvp``
+    staticmethod that torch.func.jvp itself called (a level is open already
+    there: the new transform level gives it away).
 ``graph``
     The learner's own code reads ``Tensor.grad_fn`` (or ``torch.autograd.graph.
     get_gradient_edge``) and gets a node: calling a node runs torch's derivative
@@ -50,8 +62,40 @@ What counts (a finding each; ``DerivationFinding.kind`` in brackets):
     a node of another graph computes nothing). Reads by torch's own functions
     (printing a tensor) do not count: a torch-function mode is off while torch
     runs a function it dispatched.
+``bypass``
+    A ``vmap`` staticmethod whose outputs reach its inputs through nodes of
+    torch's own that compute (not only views, stacks and copies) without passing
+    a node of the class: under ``torch.func.vmap`` autograd would derive those
+    per-sample gradients and the learner's backward would never run. A rule that
+    calls ``MyFn.apply`` on the batch, or on each sample in a loop, is fine.
+``numeric``
+    Finite differences and the complex step (see :mod:`numeric` for the exact
+    construction): a tensor perturbed by two different small steps (``x + h``,
+    ``x - h``), a division by a step taken (``/ h``, ``/ (2 * h)``), ``forward``
+    called on a perturbed copy, or a complex tensor in a method other than
+    ``forward`` of a Function whose tensors are real. Recomputing forward's
+    function on the saved input (``torch.sigmoid(x)`` in backward), or an
+    epsilon guard (``x + 1e-12``), is not a finite difference.
+``symbolic``
+    ``sympy`` named in the learner's source or held by its module (checked once,
+    after the import; torch's own lazy use of sympy does not count).
 ``tamper``
-    The watch was switched off or its wrapper replaced while the method ran.
+    The watch was switched off or its wrapper replaced while the method ran, or
+    between two requests (``hold`` puts it back and reports it).
+
+At import (``importing``), torch may differentiate eagerly: a file that tests
+its Function (``torch.autograd.gradcheck(MyFn.apply, ...)``, ``MyFn.apply(x)
+.sum().backward()``, a comparison with ``torch.autograd.grad`` of the reference)
+passes. What is kept from an eager pass is values at inputs the file chose,
+while the check's inputs are drawn when it runs. What counts at import is a
+derivation that a graph tracer records, replayable on any input (``traced``):
+an engine pass, a backward kernel or forward-mode AD while an op is being
+recorded into a graph: a tensor subclass with its own dispatch (FakeTensor,
+FunctionalTensor), torch's proxy, fake or functional mode (``make_fx``,
+``aot_autograd``, ``torch.export``), another Python dispatch mode (one of the
+learner's that records ops), ``torch.jit.trace`` or ``torch.compile``. Which
+pass a recorded graph came from is not decidable at the op, so tracing a
+gradient at import counts even when the file traces its own Function.
 
 Allowed: ordinary tensor operations, including ``torch.sigmoid``,
 ``torch.softmax``, ``torch.where``, ``einsum``, ``matmul`` and in-place ops;
@@ -66,24 +110,23 @@ only runs in a backward pass, which counts); calling another Function's
 What a determined cheater can still do (the verdict is computed elsewhere, so
 these only matter for this "derive it yourself" rule):
 
-* Notice the watch (``torch._C._len_torch_dispatch_mode()``, the wrapped
-  method, ``sys._getframe``) and behave only while unwatched. Watching every
-  call of the method closes this; watching a sample of calls does not.
 * Switch the mode off for a moment (``torch.utils._python_dispatch.
   _disable_current_modes()`` and similar) and call a backward kernel or use
   forward-mode AD in that gap; backward passes in such a gap are still counted
   by the graph-task counter, and a mode left off is reported as ``tamper``.
-* Copy torch's formula by hand or reach the derivative some other way
-  (finite differences, sympy, a table saved in the file).
-  That is not torch deriving the gradient through the calls above.
-* Call nodes reached without reading ``grad_fn`` (``next_functions`` of a
-  node obtained before the watch began, e.g. stored by ``forward`` when
-  forward is not watched). Watching ``forward`` too closes the common case.
-* Register a hook in ``forward`` (``ctx.register_prehook``, a tensor hook):
-  it runs in the caller's backward pass, outside the watched methods, and
-  what it does there is not watched. No hook runs when ``backward`` is called
-  directly, as the learner's process does for the gradient check, so a
-  gradient computed by a hook cannot reach that result.
+* Copy torch's formula by hand, or keep a table of values in the file. That is
+  not torch deriving the gradient through the calls above.
+* Keep a value torch derived eagerly at import and use it later: only useful
+  for a gradient that does not depend on the inputs (a constant Jacobian).
+* Call nodes reached without reading ``grad_fn`` inside a method
+  (``next_functions`` of a node kept from the import, its saved tensors
+  overwritten through ``.data``); a node whose formula is a backward kernel is
+  still seen when it runs.
+* Register a hook in ``forward`` (``ctx.register_prehook``, a tensor hook), a
+  signal handler, a ``gc`` callback or a finalizer: it runs outside the watched
+  methods, and what it does there is not watched. No hook runs when
+  ``backward`` is called directly (the contract stage and this stage do), so
+  such a backward must still be right by itself there.
 * Compile a function for the first time inside the watched method
   (``torch.compile``) and call a backward kernel from it: when ``torch._dynamo``
   is not loaded as the watch starts, the mode is a pass-through inside the
@@ -92,10 +135,13 @@ these only matter for this "derive it yourself" rule):
   (1.2 s once, e.g. in a zygote before forking) closes this: the watch then
   keeps the mode out of traces and sees compiled code's ops, for about 5 µs
   more a call. A backward pass a compiled function runs is counted either way.
+* Finite differences in a form :mod:`numeric` does not name (a step in a
+  tensor of many elements, a multiplicative step, Python or NumPy numbers),
+  sympy reached through an obfuscated import.
 
 Other limits: the graph-task counter assumes no other thread runs backward
-passes while a watched method runs (true in the learner's process). A
-higher-order op (``torch.cond``) runs under the watch but records no graph of
+passes while a watched method runs (the learner's process has one thread).
+A higher-order op (``torch.cond``) runs under the watch but records no graph of
 its own there, which only matters for a double backward.
 
 Cost (torch 2.13 CPU, one core, ``python -m trainer.checking.learner.derivation``):
@@ -103,11 +149,13 @@ a direct call of a sigmoid backward on 100 float32 elements (3 ops) takes
 6 µs unwatched and 60 µs watched; forward plus an engine-driven backward 21 µs
 and 118 µs (two watched methods). About 40 µs a call is fixed (wrapping the
 methods 6, the two modes 4, the two counter probes 12, bookkeeping); each op
-adds about 5 µs (layer norm's backward, 11 ops: 20 µs, 103 µs watched).
+adds about 5 µs (layer norm's backward, 11 ops: 20 µs, 103 µs watched). Ops
+outside the learner's methods (the checker's own) pass the modes at about 1 µs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import inspect
@@ -115,7 +163,8 @@ import os
 import sys
 import timeit
 import types
-from collections.abc import Callable, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -129,9 +178,22 @@ from torch.utils._python_dispatch import (
     _push_mode,
 )
 
-Kind = Literal["engine", "kernel", "forward_ad", "graph", "tamper"]
+from trainer.checking.learner import numeric
 
-WATCHED_METHODS = ("forward", "setup_context", "backward", "vjp")
+Kind = Literal[
+    "engine",
+    "kernel",
+    "forward_ad",
+    "graph",
+    "tamper",
+    "traced",
+    "bypass",
+    "numeric",
+    "symbolic",
+]
+
+# The bracket around the import of the learner's file is named so.
+IMPORT = "import"
 
 # Derivative kernels whose names do not say "backward".
 EXTRA_KERNELS = frozenset({"_dirichlet_grad", "_standard_gamma_grad", "glu_jvp"})
@@ -193,31 +255,53 @@ class DerivationFinding:
     kind: Kind
     call: str  # what the learner called, e.g. "torch.autograd.grad", "aten.sigmoid_backward"
     detail: str  # a few words for the learner
-    method: str  # the learner's method it happened in: "backward", "forward", ...
+    method: str  # where it happened: "backward", "forward", ..., or "import"
+
+
+_NUMERIC_KINDS = frozenset({"numeric", "symbolic"})
+
+
+def _where(method: str) -> str:
+    return "importing your file" if method == IMPORT else method
 
 
 def explain(findings: Sequence[DerivationFinding]) -> tuple[str, list[str]]:
     """A message and detail lines for the learner, in the checker's usual shape."""
-    methods = ", ".join(dict.fromkeys(f.method for f in findings)) or "backward"
+    methods = ", ".join(dict.fromkeys(_where(f.method) for f in findings)) or "backward"
     calls = ", ".join(dict.fromkeys(f.call for f in findings))
+    kinds = {f.kind for f in findings}
+    if kinds and kinds <= _NUMERIC_KINDS:
+        how = (
+            "lets sympy derive the gradient"
+            if kinds == {"symbolic"}
+            else "approximates the gradient numerically"
+            if kinds == {"numeric"}
+            else "approximates the gradient numerically or lets sympy derive it"
+        )
+        verb = f"{how} instead of deriving it by hand"
+    else:
+        verb = "lets torch work out the gradient instead of deriving it"
     message = (
-        f"{methods} lets torch work out the gradient instead of deriving it: it uses {calls}. "
+        f"{methods} {verb}: it uses {calls}. "
         "The exercise is to derive the gradient yourself and write it with ordinary "
         "tensor operations."
     )
-    details = [f"{f.call} (in {f.method}): {f.detail}" for f in findings]
+    details = [f"{f.call} (in {_where(f.method)}): {f.detail}" for f in findings]
     details.append(
-        "Not allowed in forward or backward: torch.autograd.grad/backward, Tensor.backward, "
-        "torch.autograd.functional, torch.func.grad/vjp/jvp/jacrev/jacfwd/hessian, "
-        "forward-mode dual tensors, reading .grad_fn, and torch's own *_backward kernels. "
-        "Allowed: ordinary tensor operations and torch.func.vmap."
+        "Not allowed in your file (its import and every method of the Function): "
+        "torch.autograd.grad/backward, Tensor.backward, torch.autograd.functional, "
+        "torch.func.grad/vjp/jvp/jacrev/jacfwd/hessian, forward-mode dual tensors, reading "
+        ".grad_fn, torch's own *_backward kernels, graph tracers (make_fx, torch.compile, "
+        "a dispatch mode) tracing a gradient, finite differences, the complex step and "
+        "sympy. Allowed: ordinary tensor operations, torch.func.vmap, and testing your own "
+        "Function with autograd when the file is imported."
     )
     return message, details
 
 
 @dataclass
 class _Bracket:
-    """What was true when one call of a watched method began."""
+    """What was true when one call of a watched method (or the import) began."""
 
     method: str
     task: int
@@ -225,21 +309,40 @@ class _Bracket:
     forward_ad: bool
     counter: int | None
     probes: int
+    lenient: bool = False  # the import: only traced derivations count
+    level: int = 0  # torch.func's transform level at the start
+    real: bool = True  # no complex tensor among the method's arguments
+    # The torch-function mode, pushed for the call: torch.func runs a Function's
+    # staticmethods with torch-function modes set aside.
+    pushed_reads: bool = False
     seen_tasks: set[int] = field(default_factory=set)
     flagged_ops: set[object] = field(default_factory=set)
     saw_pass: bool = False
+    # Finite differences: the signed steps taken from each tensor (by id), their sizes,
+    # and the perturbed copies made (id -> weak reference).
+    perturbations: dict[int, set[float]] = field(default_factory=dict)
+    steps: set[float] = field(default_factory=set)
+    copies: dict[int, weakref.ref[torch.Tensor]] = field(default_factory=dict)
+    # 0-dim tensors made from a number written in the method (torch.tensor(1e-6)).
+    constants: dict[int, weakref.ref[torch.Tensor]] = field(default_factory=dict)
 
 
 class DerivationWatch:
     """Records what torch machinery a Function's own methods use to derive gradients.
 
-    ``with DerivationWatch(MyFunction) as watch: <call backward>``; then
+    For one block: ``with DerivationWatch(MyFunction) as watch: <calls>``; then
     ``watch.findings`` (empty when the learner derived the gradient) and
     ``watch.calls`` (how many times each method ran under the watch: a backward
     that ran zero times was not watched). One watch, one ``with`` block.
+
+    For a whole process (the learner's): ``watch.start()`` before the learner's file
+    runs, ``with watch.importing(): <import the file>``, ``watch.adopt(cls)`` once
+    the class is known, and ``watch.hold()`` before each request, which puts back
+    (and reports) a mode or wrapper the learner's code removed. Findings
+    accumulate until the process ends.
     """
 
-    def __init__(self, function: type[torch.autograd.Function]) -> None:
+    def __init__(self, function: type[torch.autograd.Function] | None = None) -> None:
         self.function = function
         self.calls: dict[str, int] = {}
         self._findings: dict[tuple[str, str], DerivationFinding] = {}
@@ -249,12 +352,17 @@ class DerivationWatch:
         self._installed: dict[str, tuple[object, object]] = {}  # name -> (raw before, wrapper)
         compiled = "torch._dynamo" in sys.modules
         self._ops = (_CompiledOpWatch if compiled else _OpWatch)(self)
-        self._reads = _GraphReadWatch(self)
+        self._reads = _FunctionWatch(self)
         self._used = False
+        self._started = False
 
     @property
     def findings(self) -> list[DerivationFinding]:
         return list(self._findings.values())
+
+    @property
+    def started(self) -> bool:
+        return self._started
 
     # The block -----------------------------------------------------------------
 
@@ -262,12 +370,24 @@ class DerivationWatch:
         if self._used:
             raise RuntimeError("a DerivationWatch watches one block; make a new one")
         self._used = True
-        self._install()
-        self._ops.__enter__()  # type: ignore[no-untyped-call]
-        self._reads.__enter__()  # type: ignore[no-untyped-call]
+        self.start()
+        if self.function is not None:
+            self.adopt(self.function)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # The whole process ---------------------------------------------------------
+
+    def start(self) -> None:
+        """Push the two modes; from now on every op and torch function passes the watch."""
+        self._used = True
+        self._started = True
+        self._ops.__enter__()  # type: ignore[no-untyped-call]
+        self._reads.__enter__()  # type: ignore[no-untyped-call]
+
+    def stop(self) -> None:
         try:
             # A mode the learner's code left above ours (torch.set_default_device
             # pushes one) stays; only a mode that is gone counts as tampering.
@@ -278,22 +398,63 @@ class DerivationWatch:
             if not _leave(self._ops, _get_current_dispatch_mode_stack, _pop_mode, _push_mode):
                 self._tamper("was switched off")
         finally:
+            self._started = False
             self._uninstall()
+
+    @contextlib.contextmanager
+    def importing(self) -> Iterator[None]:
+        """The import of the learner's file: one bracket, where only a gradient that a
+        graph tracer records counts (a self-test of the learner's own Function with
+        autograd is fine, and values computed at import are values at inputs of the
+        learner's choosing)."""
+        self._open(IMPORT, (), lenient=True)
+        try:
+            yield
+        finally:
+            self._close()
+
+    def adopt(self, function: type[torch.autograd.Function]) -> None:
+        """Watch every staticmethod ``function`` (or a base of its own) defines."""
+        if self.function is not None and self.function is not function:
+            self._uninstall()
+        self.function = function
+        self._install()
+
+    def hold(self) -> None:
+        """Before a request: the modes and wrappers the learner's code removed since the
+        last one are reported and put back; staticmethods added to the class are wrapped."""
+        if not self._started:
+            return
+        if not any(m is self._ops for m in _get_current_dispatch_mode_stack()):
+            self._tamper("was switched off")
+            self._ops.__enter__()  # type: ignore[no-untyped-call]
+        if not any(m is self._reads for m in _function_mode_stack()):
+            self._tamper("was switched off")
+            self._reads.__enter__()  # type: ignore[no-untyped-call]
+        cls = self.function
+        if cls is None:
+            return
+        for name, (_, wrapper) in list(self._installed.items()):
+            if cls.__dict__.get(name) is not wrapper:
+                self._tamper(f"lost its hold on {name}")
+                del self._installed[name]
+        self._install()
 
     def _install(self) -> None:
         cls = self.function
-        for name in WATCHED_METHODS:
-            original = getattr(cls, name, None)
-            if original is None or original is getattr(torch.autograd.Function, name, None):
+        if cls is None:
+            return
+        for name, raw in _learner_staticmethods(cls).items():
+            if name in self._installed:
                 continue
-            if not callable(original):
-                continue
-            wrapper = staticmethod(_watched(self, name, original))
+            wrapper = staticmethod(_watched(self, name, raw))
             self._installed[name] = (cls.__dict__.get(name, _MISSING), wrapper)
             setattr(cls, name, wrapper)
 
     def _uninstall(self) -> None:
         cls = self.function
+        if cls is None:
+            return
         for name, (before, wrapper) in self._installed.items():
             if cls.__dict__.get(name) is not wrapper:
                 self._tamper(f"lost its hold on {name}")
@@ -306,9 +467,14 @@ class DerivationWatch:
 
     # One call of a watched method ------------------------------------------------
 
-    def _open(self, method: str) -> None:
+    def _open(self, method: str, args: Sequence[Any], lenient: bool = False) -> None:
         self.calls[method] = self.calls.get(method, 0) + 1
+        if method == "forward" and self._brackets and self._brackets[-1].copies:
+            self._see_forward_call(args)
         counter = self._read_counter()
+        pushed = self._started and not any(m is self._reads for m in _function_mode_stack())
+        if pushed:
+            _push_function_mode(self._reads)
         self._brackets.append(
             _Bracket(
                 method=method,
@@ -317,14 +483,25 @@ class DerivationWatch:
                 forward_ad=_forward_level_open(),
                 counter=counter,
                 probes=self._probes,
+                lenient=lenient,
+                level=_functorch_level() or 0,
+                real=not numeric.any_complex(tuple(args)),
+                pushed_reads=pushed,
             )
         )
 
     def _close(self) -> None:
         bracket = self._brackets.pop()
+        if bracket.pushed_reads:
+            _remove_function_mode(self._reads)
         inner_probes = self._probes - bracket.probes
         counter = self._read_counter()
-        if bracket.counter is not None and counter is not None and not bracket.saw_pass:
+        if (
+            bracket.counter is not None
+            and counter is not None
+            and not bracket.saw_pass
+            and not bracket.lenient
+        ):
             passes = counter - bracket.counter - 1 - inner_probes
             if passes > 0:
                 self._add(
@@ -347,15 +524,20 @@ class DerivationWatch:
 
     # What the modes see ------------------------------------------------------------
 
-    def _see_op(self, func: torch._ops.OpOverload) -> None:
+    def _see_op(self, func: torch._ops.OpOverload, types: Sequence[type]) -> None:
         bracket = self._brackets[-1]
         task = _current_task()
         node = _current_node()
         if task != bracket.task or node is not bracket.node:
             if task not in bracket.seen_tasks:
+                if bracket.lenient and not _tracing(types):
+                    return  # an eager pass at import: a self-test
                 bracket.seen_tasks.add(task)
                 self._mark_pass(bracket)
                 what = type(node).__name__ if node is not None else "a node"
+                if bracket.lenient:
+                    self._traced(bracket, f"a backward pass of torch's autograd ({what})")
+                    return
                 self._add(
                     "engine",
                     _entry_name() or "autograd backward pass",
@@ -367,6 +549,11 @@ class DerivationWatch:
         if not bracket.forward_ad and _forward_level_open():
             # Forward-mode formulas call backward kernels themselves: one finding.
             if "forward_ad" not in bracket.flagged_ops:
+                if bracket.lenient:
+                    if _tracing(types):
+                        bracket.flagged_ops.add("forward_ad")
+                        self._traced(bracket, "forward-mode automatic differentiation")
+                    return
                 bracket.flagged_ops.add("forward_ad")
                 self._add(
                     "forward_ad",
@@ -377,20 +564,162 @@ class DerivationWatch:
                 )
             return
         if _is_kernel(func) and func not in bracket.flagged_ops:
-            bracket.flagged_ops.add(func)
             kernel = func._schema.name.replace("::", ".")
+            if bracket.lenient:
+                if _tracing(types):
+                    bracket.flagged_ops.add(func)
+                    self._traced(bracket, f"torch's own backward kernel {kernel}")
+                return
+            bracket.flagged_ops.add(func)
             call = _entry_name() or kernel
             detail = "is torch's own backward kernel" + ("" if call == kernel else f" ({kernel})")
             self._add("kernel", call, detail, bracket)
+
+    def _see_numbers(self, func: torch._ops.OpOverload, args: tuple[Any, ...], result: Any) -> None:
+        """Finite differences and the complex step, in a method (not the import)."""
+        bracket = self._brackets[-1]
+        if (
+            bracket.real
+            and bracket.method != "forward"
+            and "complex" not in bracket.flagged_ops
+            and numeric.is_complex_result(result)
+        ):
+            bracket.flagged_ops.add("complex")
+            self._add(
+                "numeric",
+                "complex step",
+                "computes with complex tensors although the Function's tensors are real: "
+                "imag(f(x + ih)) / h approximates the derivative numerically",
+                bracket,
+            )
+        if numeric.is_constant(func):
+            if isinstance(result, torch.Tensor) and result.dim() == 0:
+                bracket.constants[id(result)] = weakref.ref(result)
+            return
+        try:
+            step = numeric.step_of(func, args, bracket.constants)
+            divides = numeric.divides_by_step(func, args, bracket.steps)
+        except Exception:  # an odd argument (a fake or meta tensor): not a number
+            return
+        if step is not None:
+            tensor, h = step
+            taken = bracket.perturbations.setdefault(id(tensor), set())
+            taken.add(h)
+            bracket.steps.add(abs(h))
+            if isinstance(result, torch.Tensor):
+                bracket.copies[id(result)] = weakref.ref(result)
+            if len(taken) > 1:
+                self._finite_differences(
+                    bracket, f"evaluates at x + h and x - h around one tensor (h = {abs(h):g})"
+                )
+        elif divides:
+            self._finite_differences(
+                bracket, "divides a difference by the step h it added to a tensor"
+            )
+
+    def _see_forward_call(self, args: Sequence[Any]) -> None:
+        bracket = self._brackets[-1]
+        for value in args:
+            ref = bracket.copies.get(id(value)) if isinstance(value, torch.Tensor) else None
+            if ref is not None and ref() is value:
+                self._finite_differences(
+                    bracket, "calls forward on a perturbed copy of a tensor (x + h)"
+                )
+                return
+
+    def _finite_differences(self, bracket: _Bracket, detail: str) -> None:
+        if bracket.method == IMPORT:
+            return
+        self._add(
+            "numeric",
+            "finite differences",
+            f"{detail}: a difference quotient approximates the derivative numerically",
+            bracket,
+        )
+
+    def _see_transform(self, level: int) -> None:
+        """A torch.func transform other than vmap, entered inside the watched method."""
+        bracket = self._brackets[-1]
+        if bracket.lenient:
+            return
+        stack = torch._C._functorch.get_interpreter_stack() or []
+        for interpreter in stack:
+            if interpreter.level() <= bracket.level:
+                continue
+            key = interpreter.key()
+            if key in _ALLOWED_TRANSFORMS or key in bracket.flagged_ops:
+                continue
+            bracket.flagged_ops.add(key)
+            forward = key == torch._C._functorch.TransformType.Jvp
+            self._add(
+                "forward_ad" if forward else "engine",
+                _entry_name() or f"torch.func ({key.name.lower()})",
+                "uses a torch.func transform that derives "
+                + ("the derivative in forward mode" if forward else "the gradient"),
+                bracket,
+            )
 
     def _see_graph_read(self) -> None:
         # torch functions that honour torch-function modes (printing a tensor,
         # torch.autograd.grad) run with this mode off, so their reads are not seen.
         bracket = self._brackets[-1]
+        if bracket.lenient:
+            return
         self._add(
             "graph",
             _entry_name() or "Tensor.grad_fn",
             "reads the graph autograd recorded; its nodes compute torch's own derivatives",
+            bracket,
+        )
+
+    def _see_vmap_rule(self, args: Sequence[Any], result: Any) -> None:
+        """A ``vmap`` staticmethod whose outputs reach its inputs through torch's own
+        graph nodes, not the class's: autograd would derive those gradients."""
+        cls = self.function
+        if cls is None or not isinstance(result, tuple) or len(result) != 2:
+            return
+        self._probing = True  # reading grad_fn here is the watch's own doing
+        try:
+            through = _bypass(cls, list(args[2:]), result[0])
+        finally:
+            self._probing = False
+        if through is not None:
+            bracket = _Bracket("vmap", -1, None, False, None, 0)
+            self._add(
+                "bypass",
+                f"vmap ({through})",
+                "the vmap rule computes its outputs with ops that autograd records itself "
+                f"({through}), not through {cls.__name__}.apply: under torch.func.vmap, "
+                "autograd derives the gradient and your backward never runs",
+                bracket,
+            )
+
+    def see_source(self, source: str, module: types.ModuleType | None) -> None:
+        """sympy named in the learner's file or held by its module: symbolic differentiation."""
+        line = numeric.sympy_in_source(source)
+        name = (
+            None
+            if line is not None or module is None
+            else numeric.sympy_in_module(module, self.function)
+        )
+        if line is None and name is None:
+            return
+        where = f"line {line} names sympy" if line is not None else f"`{name}` comes from sympy"
+        bracket = _Bracket(IMPORT, -1, None, False, None, 0)
+        self._add(
+            "symbolic",
+            "sympy",
+            f"{where}: a computer algebra system differentiating the function is not a "
+            "derivation by hand",
+            bracket,
+        )
+
+    def _traced(self, bracket: _Bracket, what: str) -> None:
+        self._add(
+            "traced",
+            _entry_name() or "a graph tracer",
+            f"{what} ran under a graph tracer (make_fx, torch.compile, torch.jit.trace, a "
+            "dispatch mode): the traced graph is torch's derivative, kept to be replayed",
             bracket,
         )
 
@@ -413,6 +742,31 @@ class DerivationWatch:
 
 
 _MISSING = object()
+_ALLOWED_TRANSFORMS = frozenset(
+    {torch._C._functorch.TransformType.Vmap, torch._C._functorch.TransformType.Functionalize}
+)
+_functorch_level = torch._C._functorch.maybe_current_level
+
+
+def _learner_staticmethods(cls: type) -> dict[str, Callable[..., Any]]:
+    """Every staticmethod the class or a base of its own defines (not torch's), by name,
+    and the methods torch calls by name however they are defined."""
+    found: dict[str, Callable[..., Any]] = {}
+    for base in cls.__mro__:
+        if base.__module__.startswith("torch") or base is object:
+            break
+        for name, value in vars(base).items():
+            if name in found or name.startswith("__"):
+                continue
+            if isinstance(value, staticmethod):
+                found[name] = value.__func__
+            elif name in _CALLED_BY_TORCH and callable(value):
+                found[name] = value
+    return found
+
+
+# What torch's Function machinery calls by name.
+_CALLED_BY_TORCH = ("forward", "setup_context", "backward", "vjp", "jvp", "vmap")
 
 
 def _watched(
@@ -420,11 +774,14 @@ def _watched(
 ) -> Callable[..., Any]:
     @functools.wraps(original)
     def watched(*args: Any, **kwargs: Any) -> Any:
-        watch._open(method)
+        watch._open(method, args)
         try:
-            return original(*args, **kwargs)
+            result = original(*args, **kwargs)
         finally:
             watch._close()
+        if method == "vmap":
+            watch._see_vmap_rule(args, result)
+        return result
 
     return watched
 
@@ -461,15 +818,19 @@ class _OpWatch(TorchDispatchMode):  # type: ignore[no-untyped-call]
         args: Sequence[Any] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
+        watch = self.watch
+        if not watch._brackets or watch._probing:
+            return func(*args, **(kwargs or {}))
         if torch.compiler.is_compiling():
             # torch.compile, first used inside the watched method, is tracing
             # through this mode (torch.cond does, with fullgraph=True): it gets
             # a pass-through. See _CompiledOpWatch.
             return func(*args, **(kwargs or {}))
-        watch = self.watch
-        if watch._brackets and not watch._probing:
-            watch._see_op(func)
-        return func(*args, **(kwargs or {}))
+        watch._see_op(func, types)
+        result = func(*args, **(kwargs or {}))
+        if watch._brackets and not watch._brackets[-1].lenient:
+            watch._see_numbers(func, tuple(args), result)
+        return result
 
 
 class _CompiledOpWatch(_OpWatch):  # type: ignore[no-untyped-call]
@@ -486,8 +847,9 @@ class _CompiledOpWatch(_OpWatch):  # type: ignore[no-untyped-call]
     __torch_dispatch__ = _OpWatch.__torch_dispatch__
 
 
-class _GraphReadWatch(TorchFunctionMode):
-    """Sees reads of ``Tensor.grad_fn``, the way to call autograd nodes by hand."""
+class _FunctionWatch(TorchFunctionMode):
+    """Sees reads of ``Tensor.grad_fn`` (the way to call autograd nodes by hand) and
+    torch functions called inside a torch.func transform the method entered."""
 
     def __init__(self, watch: DerivationWatch) -> None:
         super().__init__()
@@ -500,8 +862,12 @@ class _GraphReadWatch(TorchFunctionMode):
         args: Sequence[Any] = (),
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
-        result = func(*args, **(kwargs or {}))
         watch = self.watch
+        if watch._brackets and not watch._probing:
+            level = _functorch_level()
+            if level is not None and level > watch._brackets[-1].level:
+                watch._see_transform(level)
+        result = func(*args, **(kwargs or {}))
         if (
             result is not None
             and watch._brackets
@@ -510,6 +876,84 @@ class _GraphReadWatch(TorchFunctionMode):
         ):
             watch._see_graph_read()
         return result
+
+
+def _tracing(kinds: Sequence[type]) -> bool:
+    """Whether the op being dispatched is being recorded into a graph: a tensor subclass
+    with its own dispatch (FakeTensor, FunctionalTensor, ...), torch's proxy, fake or
+    functional mode, another Python dispatch mode (above this one: its
+    ``__torch_dispatch__`` is on the call stack; below: on the mode stack),
+    torch.jit's tracer or torch.compile."""
+    if any(t is not torch.Tensor and t is not torch.nn.Parameter for t in kinds):
+        return True
+    if any(torch._C._get_dispatch_mode(key) is not None for key in _INFRA_KEYS):
+        return True
+    if _get_current_dispatch_mode_stack() or torch._C._get_tracing_state() is not None:
+        return True
+    if torch.compiler.is_compiling():
+        return True
+    here = _OpWatch.__torch_dispatch__.__code__
+    frame: types.FrameType | None = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "__torch_dispatch__" and code is not here:
+            return True
+        frame = frame.f_back
+    return False
+
+
+_INFRA_KEYS = tuple(
+    getattr(torch._C._TorchDispatchModeKey, name)
+    for name in ("PROXY", "FAKE", "FUNCTIONAL")
+    if hasattr(torch._C._TorchDispatchModeKey, name)
+)
+
+
+def _bypass(cls: type, operands: list[Any], outputs: Any) -> str | None:
+    """The name of a node of torch's own through which an output of a vmap rule reaches
+    one of its operands without passing a node of ``cls``; None when every path passes
+    one (or nothing requires grad)."""
+    targets: set[object] = set()
+    for operand in operands:
+        if isinstance(operand, torch.Tensor) and operand.requires_grad:
+            edge = torch.autograd.graph.get_gradient_edge(operand)
+            targets.add(edge.node)
+    if not targets:
+        return None
+    listed = outputs if isinstance(outputs, tuple | list) else (outputs,)
+    starts = [o.grad_fn for o in listed if isinstance(o, torch.Tensor) and o.grad_fn is not None]
+    seen: set[tuple[int, bool]] = set()
+    # (node, the first node of torch's that computes, met on the way from an output)
+    stack: list[tuple[Any, str | None]] = [(node, None) for node in starts]
+    while stack and len(seen) < 10_000:
+        node, first = stack.pop()
+        if node in targets:
+            if first is not None:
+                return first
+            continue  # only views and copies on the way: no derivative
+        key = (id(node), first is None)
+        if key in seen:
+            continue
+        seen.add(key)
+        if getattr(type(node), "_forward_cls", None) is cls:
+            continue  # the learner's own backward takes it from here
+        here = type(node).__name__ if first is None and _computes(node) else first
+        for child, _ in node.next_functions:
+            if child is not None:
+                stack.append((child, here))
+    return None
+
+
+def _computes(node: object) -> bool:
+    """Whether a node is more than bookkeeping (a view, a copy, accumulation)."""
+    name = type(node).__name__
+    return not name.startswith(
+        ("AccumulateGrad", "ViewBackward", "PermuteBackward", "TransposeBackward",
+         "UnsqueezeBackward", "SqueezeBackward", "ExpandBackward", "CloneBackward",
+         "AliasBackward", "ToCopyBackward", "UnbindBackward", "SelectBackward",
+         "StackBackward", "CatBackward", "SliceBackward", "UnsafeViewBackward",
+         "ReshapeAliasBackward", "MovedimBackward", "AsStridedBackward")
+    )  # fmt: skip
 
 
 class _CounterProbe:
@@ -575,6 +1019,18 @@ def _pop_function_mode() -> Any:
 
 def _push_function_mode(mode: Any) -> None:
     torch._C._push_on_torch_function_stack(mode)
+
+
+def _remove_function_mode(mode: Any) -> None:
+    """Take ``mode`` off the torch-function mode stack, wherever it is, if it is there."""
+    if not any(m is mode for m in _function_mode_stack()):
+        return
+    above = []
+    while _function_mode_stack()[-1] is not mode:
+        above.append(_pop_function_mode())
+    _pop_function_mode()
+    for other in reversed(above):
+        _push_function_mode(other)
 
 
 def _leave(

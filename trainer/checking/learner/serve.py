@@ -59,6 +59,9 @@ class _Server:
             [torch.Tensor, torch.autograd.Function, torch.autograd.function.BackwardCFunction]
         )
         self.protection: dict[str, Any] | None = None  # host protection, set before load
+        # Watches the import and every call of the class's methods, in every request,
+        # until the process ends; the by_hand request reports what it saw.
+        self.watch = DerivationWatch()
 
     def handle(
         self, request: dict[str, Any], blobs: list[bytes]
@@ -74,6 +77,7 @@ class _Server:
     ) -> tuple[dict[str, Any], list[bytes]]:
         op = request.get("op")
         reply_blobs: list[bytes] = []
+        self.watch.hold()
         if op == "load":
             reply = self.load()
         elif op == "forward":
@@ -108,11 +112,17 @@ class _Server:
 
     def load(self) -> dict[str, Any]:
         reply: dict[str, Any] = {"protection": self.protection}
+        if not self.watch.started:
+            self.watch.start()
+        module = None
         try:
-            module = import_source(self.source, self.path)
+            with self.watch.importing():
+                module = import_source(self.source, self.path)
             self.function_class = find_function_class(module, self.exercise, self.path)
+            self.watch.adopt(self.function_class)
         except LearnerProblem as problem:
             reply["problem"] = {"message": problem.message, "details": problem.details}
+        self.watch.see_source(self.source, module)
         return reply
 
     def forward(
@@ -196,29 +206,29 @@ class _Server:
         return {"grads": values.encode(result, reply_blobs)}
 
     def by_hand(self, request: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
-        """One forward and backward as autograd's engine runs them, and one backward
-        called directly, under a watch of what torch machinery they use."""
+        """One more forward and backward as autograd's engine runs them, and one backward
+        called directly; then everything the watch saw since the file was imported:
+        the import, and every call of the class's methods in every request."""
         function_class = self.function_class
         if function_class is None:
             return {"error": {"message": "the class was not loaded", "details": []}}
         args = _arguments(request, blobs)
         upstream = list(values.decode(request["upstream"], blobs))  # type: ignore[call-overload]
-        findings = []
         try:
             for style in ("engine", "direct"):
                 fresh, leaves = _fresh(args)
-                with DerivationWatch(function_class) as watch:
-                    outputs = _outputs(function_class, fresh)
-                    if style == "engine":
-                        torch.autograd.grad(_loss(outputs, upstream), leaves, allow_unused=True)
-                    else:
-                        node = next(o.grad_fn for o in outputs if o.grad_fn is not None)
-                        with torch.no_grad():
-                            node.apply(*upstream)
-                findings.extend(watch.findings)
+                outputs = _outputs(function_class, fresh)
+                if style == "engine":
+                    torch.autograd.grad(_loss(outputs, upstream), leaves, allow_unused=True)
+                else:
+                    node = next(o.grad_fn for o in outputs if o.grad_fn is not None)
+                    with torch.no_grad():
+                        node.apply(*upstream)
         except BaseException as error:  # the learner's code may raise anything
             message, details = explain_learner_error(error, self.path, "backward")
             return {"error": {"message": message, "details": details}}
+        self.watch.hold()  # what these calls removed counts too
+        findings = self.watch.findings
         if not findings:
             return {"findings": []}
         message, details = explain_derivation(findings)

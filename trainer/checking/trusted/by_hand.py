@@ -1,12 +1,14 @@
-"""The "derived by hand" stage: torch's autograd must not compute the gradient for you.
+"""The "derived by hand" stage: the learner derives the gradient, not torch.
 
 A backward that re-runs the forward under ``torch.enable_grad`` and calls
 ``torch.autograd.grad``, or calls ``torch.func.vjp``, ``jacrev`` or one of
 torch's own ``*_backward`` kernels, gets every value right without deriving
-anything. The learner's process runs one forward and backward through the
-engine and one direct backward call under a watch
-(:mod:`trainer.checking.learner.derivation`, where the calls that count are
-listed), and reports what torch machinery they used.
+anything; so do finite differences, the complex step and sympy. The learner's
+process watches its file from the first line of its import to the last call of
+the check (:mod:`trainer.checking.learner.derivation`, where what counts is
+listed): this stage runs last, asks for one more forward and backward through
+the engine and one direct backward call, and reports everything the watch saw
+in every stage before it.
 """
 
 from __future__ import annotations

@@ -1,0 +1,229 @@
+"""Numeric and symbolic differentiation, as the derivation watch can see them.
+
+Runs in the learner's process. :mod:`derivation` asks these questions; this
+module only answers them, so that what counts as "numeric" or "symbolic" is
+written down in one place:
+
+Finite differences
+    A difference quotient needs a *perturbed copy* of a tensor: ``x + h`` or
+    ``x - h`` with a scalar step ``0 < |h| <= MAX_STEP`` (a Python number or a
+    0-dim tensor; :func:`step_of`). A copy alone is not a finite difference:
+    ``torch.log(x + 1e-12)`` and ``var + eps`` are ordinary code. It becomes one,
+    within one call of a method, when
+
+    * the same tensor is perturbed by two different steps (``x + h`` and
+      ``x - h``: a central difference), or
+    * a value is divided by a step taken there, or twice it (``/ h``, ``/ (2 * h)``),
+      or multiplied by its inverse (:func:`divides_by_step`: forward and central
+      differences alike), or
+    * the learner's own ``forward`` is called with a perturbed copy.
+
+    Recomputing the forward's function on the *saved* input (``torch.sigmoid(x)``
+    in backward) perturbs nothing and is never flagged.
+
+Complex step
+    A complex tensor made inside a method other than ``forward`` of a Function
+    whose tensors are all real (:func:`is_complex_result`): ``imag(f(x + i h)) / h``
+    needs one. ``forward`` may use complex arithmetic (an FFT).
+
+Symbolic differentiation
+    ``sympy`` named by the learner's source (:func:`sympy_in_source`: an
+    ``import``, a name or attribute ``sympy``, the string ``"sympy"``) or held by
+    the module once imported (:func:`sympy_in_module`: a module, function, class
+    or expression of sympy among its globals or the class's attributes). torch
+    imports sympy itself; only the learner's own use counts.
+
+Not seen: a step kept as a tensor of many elements (``x + h * e_i``), a
+multiplicative perturbation ``x * (1 + h)``, arithmetic on Python numbers or
+NumPy arrays (``math``, ``cmath``), sympy reached through an obfuscated import.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import math
+import sys
+import types
+from typing import Any
+
+import torch
+
+# The largest step taken for a finite difference; steps of 1e-2 to 1e-10 are usual.
+MAX_STEP = 1e-2
+
+_ADDS = frozenset({"add.Tensor", "add.Scalar", "add_.Tensor", "add_.Scalar"})
+_SUBS = frozenset({"sub.Tensor", "sub.Scalar", "sub_.Tensor", "sub_.Scalar", "rsub.Scalar"})
+_DIVS = frozenset({"div.Tensor", "div.Scalar", "div_.Tensor", "div_.Scalar"})
+_MULS = frozenset({"mul.Tensor", "mul.Scalar", "mul_.Tensor", "mul_.Scalar"})
+_CONSTANTS = frozenset({"lift_fresh.default", "scalar_tensor.default"})
+
+
+def _scalar(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, torch.Tensor) and value.dim() == 0 and not value.is_complex():
+        with torch._C._DisableTorchDispatch():
+            return float(value.item()) if value.dtype.is_floating_point else None
+    return None
+
+
+@functools.cache
+def _arithmetic(func: Any) -> str | None:
+    """ "add", "sub", "div" or "mul" for the aten ops that are one (any overload)."""
+    try:
+        name = f"{func._schema.name.split('::')[-1]}.{func._overloadname}"
+    except AttributeError:  # a higher-order op
+        return None
+    for kind, names in (
+        ("add", _ADDS),
+        ("sub", _SUBS),
+        ("div", _DIVS),
+        ("mul", _MULS),
+        ("constant", _CONSTANTS),
+    ):
+        if name in names:
+            return "rsub" if name == "rsub.Scalar" else kind
+    return None
+
+
+def is_constant(func: Any) -> bool:
+    """Whether ``func`` makes a tensor of a number written in the code (``torch.tensor(h)``)."""
+    return _arithmetic(func) == "constant"
+
+
+def step_of(
+    func: Any, args: tuple[Any, ...], constants: dict[int, Any]
+) -> tuple[torch.Tensor, float] | None:
+    """``(tensor, h)`` when ``func(*args)`` is ``tensor + h`` or ``tensor - h`` (signed)
+    with a small step: a perturbed copy of ``tensor``. The step is a Python number or a
+    0-dim tensor among ``constants`` (made from a number in the same call, by id: a
+    0-dim tensor computed from the data, a mean, is no step)."""
+    kind = _arithmetic(func)
+    if kind not in ("add", "sub") or len(args) < 2:
+        return None
+    first, second = args[0], args[1]
+    alpha = _scalar(args[2]) if len(args) > 2 else 1.0
+    if alpha is None:
+        return None
+    tensor, step = first, _step(second, constants)
+    if step is None or not isinstance(first, torch.Tensor):
+        if kind == "sub":
+            return None  # h - x is not a perturbation of x
+        tensor, step = second, _step(first, constants)  # h + x
+    if step is None or not isinstance(tensor, torch.Tensor) or tensor.is_complex():
+        return None
+    if not tensor.dtype.is_floating_point:
+        return None
+    step *= alpha
+    if kind == "sub":
+        step = -step
+    if 0 < abs(step) <= MAX_STEP:
+        return tensor, step
+    return None
+
+
+def _step(value: object, constants: dict[int, Any]) -> float | None:
+    if isinstance(value, torch.Tensor):
+        ref = constants.get(id(value))
+        if ref is None or ref() is not value:
+            return None
+    return _scalar(value)
+
+
+def divides_by_step(func: Any, args: tuple[Any, ...], steps: set[float]) -> bool:
+    """Whether ``func(*args)`` divides by one of ``steps`` or twice it, or multiplies
+    by the inverse: the quotient of a finite difference."""
+    if not steps:
+        return False
+    kind = _arithmetic(func)
+    if kind == "div" and len(args) >= 2:
+        value = _scalar(args[1])
+        inverse = False
+    elif kind == "mul" and len(args) >= 2:
+        value = _scalar(args[1])
+        if value is None:
+            value = _scalar(args[0])
+        inverse = True
+    else:
+        return False
+    if value is None or value == 0:
+        return False
+    size = abs(1 / value) if inverse else abs(value)
+    return any(
+        math.isclose(size, step, rel_tol=1e-6) or math.isclose(size, 2 * step, rel_tol=1e-6)
+        for step in steps
+    )
+
+
+def is_complex_result(result: object) -> bool:
+    if isinstance(result, torch.Tensor):
+        return result.is_complex()
+    if isinstance(result, tuple | list):
+        return any(isinstance(r, torch.Tensor) and r.is_complex() for r in result)
+    return False
+
+
+def any_complex(values: tuple[Any, ...]) -> bool:
+    return any(isinstance(v, torch.Tensor) and v.is_complex() for v in values)
+
+
+# -- sympy ---------------------------------------------------------------------------
+
+
+def _names_sympy(text: str) -> bool:
+    return text == "sympy" or text.startswith("sympy.")
+
+
+def sympy_in_source(source: str) -> int | None:
+    """The first line of the learner's source that names sympy, or None."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return None
+    for node in ast.walk(tree):
+        named = False
+        if isinstance(node, ast.Import):
+            named = any(_names_sympy(alias.name) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            named = _names_sympy(node.module or "")
+        elif isinstance(node, ast.Name):
+            named = node.id == "sympy"
+        elif isinstance(node, ast.Attribute):
+            named = node.attr == "sympy"
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            named = _names_sympy(node.value)
+        if named:
+            return int(getattr(node, "lineno", 0))
+    return None
+
+
+def _from_sympy(value: object) -> bool:
+    if isinstance(value, types.ModuleType):
+        return _names_sympy(value.__name__)
+    module = getattr(type(value), "__module__", None) or ""
+    if _names_sympy(module):
+        return True
+    if isinstance(value, type | types.FunctionType | types.BuiltinFunctionType):
+        return _names_sympy(getattr(value, "__module__", None) or "")
+    return False
+
+
+def sympy_in_module(module: types.ModuleType, function_class: type | None) -> str | None:
+    """The name of a global of the learner's module (or an attribute of its class) that
+    comes from sympy, or None. Cheap when sympy was never imported."""
+    if "sympy" not in sys.modules:
+        return None
+    places: list[dict[str, Any]] = [vars(module)]
+    if function_class is not None:
+        places.append(dict(vars(function_class)))
+    for place in places:
+        for name, value in list(place.items()):
+            try:
+                if _from_sympy(value):
+                    return name
+            except Exception:  # a learner's object may raise on any attribute
+                continue
+    return None
