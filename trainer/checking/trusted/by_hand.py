@@ -58,6 +58,7 @@ def by_hand_stage(checked: Checked) -> StageOutcome:
             )
     return StageOutcome(
         PASS,
-        "forward and backward compute the gradient with ordinary tensor operations: no "
-        "autograd, torch.func transform or torch backward kernel derives it for you",
+        "from its import to the last call of the check, your file derives the gradient "
+        "with ordinary tensor operations: no autograd, torch.func transform, torch "
+        "backward kernel, graph tracer, finite differences or sympy works it out for you",
     )
