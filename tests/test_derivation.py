@@ -456,6 +456,15 @@ def test_a_backward_that_removes_the_watch_is_reported_and_torch_is_left_usable(
     assert _get_current_function_mode_stack() == []  # type: ignore[no-untyped-call]
 
 
+def test_a_backward_that_removes_the_torch_function_mode_is_reported() -> None:
+    def backward(x: Tensor, g: Tensor) -> Tensor:
+        torch._C._pop_torch_function_stack()  # the watch's mode, the only one
+        return honest_formula(x, g)
+
+    assert calls(run(sigmoid_function(backward), "direct")) == [("tamper", "the derivation watch")]
+    assert _get_current_function_mode_stack() == []  # type: ignore[no-untyped-call]
+
+
 def test_a_watch_watches_one_block() -> None:
     watch = DerivationWatch(sigmoid_function(honest_formula))
     with watch:

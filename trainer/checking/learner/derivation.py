@@ -4,7 +4,7 @@ Runs in the learner's process, from before the learner's file is imported to the
 end of the check (:mod:`serve`)::
 
     watch = DerivationWatch()
-    watch.start()                      # two modes, on for the rest of the process
+    watch.start()                      # a dispatch mode, on for the rest of the process
     with watch.importing():
         module = import_source(...)    # the file's first line to its last
     watch.adopt(MySigmoid)             # every staticmethod of the class, wrapped
@@ -312,8 +312,8 @@ class _Bracket:
     lenient: bool = False  # the import: only traced derivations count
     level: int = 0  # torch.func's transform level at the start
     real: bool = True  # no complex tensor among the method's arguments
-    # The torch-function mode, pushed for the call: torch.func runs a Function's
-    # staticmethods with torch-function modes set aside.
+    # The torch-function mode, pushed for the call (and by the outermost call only;
+    # torch.func runs a Function's staticmethods with torch-function modes set aside).
     pushed_reads: bool = False
     seen_tasks: set[int] = field(default_factory=set)
     flagged_ops: set[object] = field(default_factory=set)
@@ -381,20 +381,18 @@ class DerivationWatch:
     # The whole process ---------------------------------------------------------
 
     def start(self) -> None:
-        """Push the two modes; from now on every op and torch function passes the watch."""
+        """Push the dispatch mode: from now on every op passes the watch. The
+        torch-function mode is pushed for each watched call only (torch functions
+        outside them, the checker's, then cost nothing)."""
         self._used = True
         self._started = True
         self._ops.__enter__()  # type: ignore[no-untyped-call]
-        self._reads.__enter__()  # type: ignore[no-untyped-call]
 
     def stop(self) -> None:
         try:
             # A mode the learner's code left above ours (torch.set_default_device
             # pushes one) stays; only a mode that is gone counts as tampering.
-            if not _leave(
-                self._reads, _function_mode_stack, _pop_function_mode, _push_function_mode
-            ):
-                self._tamper("was switched off")
+            _remove_function_mode(self._reads)  # only there if a call did not end
             if not _leave(self._ops, _get_current_dispatch_mode_stack, _pop_mode, _push_mode):
                 self._tamper("was switched off")
         finally:
@@ -428,9 +426,6 @@ class DerivationWatch:
         if not any(m is self._ops for m in _get_current_dispatch_mode_stack()):
             self._tamper("was switched off")
             self._ops.__enter__()  # type: ignore[no-untyped-call]
-        if not any(m is self._reads for m in _function_mode_stack()):
-            self._tamper("was switched off")
-            self._reads.__enter__()  # type: ignore[no-untyped-call]
         cls = self.function
         if cls is None:
             return
@@ -492,8 +487,8 @@ class DerivationWatch:
 
     def _close(self) -> None:
         bracket = self._brackets.pop()
-        if bracket.pushed_reads:
-            _remove_function_mode(self._reads)
+        if bracket.pushed_reads and not _remove_function_mode(self._reads):
+            self._tamper("was switched off")
         inner_probes = self._probes - bracket.probes
         counter = self._read_counter()
         if (
@@ -1021,16 +1016,18 @@ def _push_function_mode(mode: Any) -> None:
     torch._C._push_on_torch_function_stack(mode)
 
 
-def _remove_function_mode(mode: Any) -> None:
-    """Take ``mode`` off the torch-function mode stack, wherever it is, if it is there."""
+def _remove_function_mode(mode: Any) -> bool:
+    """Take ``mode`` off the torch-function mode stack, wherever it is; False when it is
+    not there."""
     if not any(m is mode for m in _function_mode_stack()):
-        return
+        return False
     above = []
     while _function_mode_stack()[-1] is not mode:
         above.append(_pop_function_mode())
     _pop_function_mode()
     for other in reversed(above):
         _push_function_mode(other)
+    return True
 
 
 def _leave(
