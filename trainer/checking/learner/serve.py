@@ -74,7 +74,10 @@ class _Server:
     ) -> tuple[dict[str, Any], list[bytes]]:
         op = request.get("op")
         reply_blobs: list[bytes] = []
-        if op == "load":
+        reply: dict[str, Any]
+        if op == "protection":  # asked before load: a file that ends its process at
+            reply = {"protection": self.protection}  # import still has its level named
+        elif op == "load":
             reply = self.load()
         elif op == "forward":
             reply = self.forward(request, blobs, reply_blobs)
