@@ -21,7 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from trainer.catalog import Catalog
-from trainer.checking.runner import CheckingService, run_check
+from trainer.checking.runner import CheckingService, HostLimits, run_check
 from trainer.cli import app
 
 REPO = Path(__file__).resolve().parent.parent
@@ -92,6 +92,13 @@ class _Lent:
     def exit_code(self, pid: int, wait: float) -> int | None:
         return self._service.exit_code(pid, wait)
 
+    def died_since(self, generation: int, wait: float) -> bool:
+        return self._service.died_since(generation, wait)
+
+    @property
+    def generation(self) -> int:
+        return self._service.generation
+
     def close(self) -> None:
         return None
 
@@ -135,6 +142,8 @@ def check_json(exercise_id: str, path: Path, *extra: str) -> tuple[int, dict[str
         flag = flags.pop(0)
         if flag == "--double-backward":
             options["double_backward"] = True
+        elif flag == "--leave-out":  # a host protection, to prove the layers beneath it
+            options["limits"] = HostLimits(skip=(flags.pop(0),))
         else:
             name, kind = _OPTIONS[flag]
             options[name] = kind(flags.pop(0))

@@ -34,7 +34,9 @@ PROBES = {
         title = " ".join(["hand-written", "backward"])  # from the spec's title, not in this file
         found = sorted({type(o).__name__ for o in gc.get_objects() if type(o).__name__.upper() in names})
         found += [k for o in gc.get_objects() if isinstance(o, dict) for k in list(o)[:50] if k in keys]
+        # Not platform's uname result: iterating it runs `uname -p` (a process: refused).
         found += ["spec text" for o in gc.get_objects() if isinstance(o, (list, tuple, dict))
+                  and type(o).__name__ != "uname_result"
                   and any(isinstance(v, str) and title in v
                           for v in (o.values() if isinstance(o, dict) else o))]
         return found
@@ -91,9 +93,10 @@ PROBES = {
         return [line] if "trainer" in line or "checking" in line else []
     """,
 }
-# Protections left out for a probe: Landlock hides other processes' /proc anyway, and
-# the command line must not tell the checker's processes apart where it does not.
-LEFT_OUT = {"parent command line": ("files",)}
+# Protections left out for a probe: Landlock hides other processes' /proc anyway, the
+# PID namespace hides the parent itself, and the command line must not tell the
+# checker's processes apart where they do not.
+LEFT_OUT = {"parent command line": ("files", "processes")}
 
 
 def _probe_function(name: str) -> str:

@@ -59,10 +59,21 @@ def test_a_wheel_installed_in_a_fresh_venv_lists_and_checks_exercises(wheel: Pat
     for exercise_id in ("sigmoid", "linear", "clipped_relu"):
         assert exercise_id in listing.stdout
 
-    solution = site / "trainer" / "_catalog" / "solutions" / "sigmoid.py"
-    checked = _run(venv / "bin" / "trainer", "check", "sigmoid", "--file", solution, cwd=tmp_path)
+    installed = site / "trainer" / "_catalog" / "solutions" / "sigmoid.py"
+    mine = tmp_path / "sigmoid.py"
+    mine.write_text(installed.read_text())
+    checked = _run(venv / "bin" / "trainer", "check", "sigmoid", "--file", mine, cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert re.search(r"All \d+ stages passed", checked.stdout)
+
+    # The installed catalogue is the trainer's own: never checked as a learner's file,
+    # never readable from a learner's process.
+    refused = _run(venv / "bin" / "trainer", "check", "sigmoid", "--file", installed, cwd=tmp_path)
+    assert refused.returncode == 1 and "the trainer's own files" in refused.stdout, refused.stdout
+    reader = tmp_path / "reader.py"
+    reader.write_text(f"print(open({str(installed)!r}).read())\n" + installed.read_text())
+    read = _run(venv / "bin" / "trainer", "check", "sigmoid", "--file", reader, cwd=tmp_path)
+    assert read.returncode == 1 and f"tried to open {installed}" in read.stdout, read.stdout
 
 
 @pytest.fixture(scope="module")

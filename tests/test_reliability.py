@@ -222,20 +222,30 @@ def test_the_verdict_belongs_to_the_version_read_when_the_check_began(tmp_path):
     assert report.passed
 
 
-def _sleeper_below(root: int) -> int | None:
-    """The pid of a `sleep` among the descendants of ``root`` (the learner's file starts one:
-    it may not write its pid to a file outside its check's folder)."""
+def _learner_below(root: int) -> int | None:
+    """The pid of the learner's process among the descendants of ``root``: the one in a
+    PID namespace of its own (``NSpid`` names it twice), where it runs its file."""
     todo = [root]
     while todo:
         for child in children_of(todo.pop()):
             try:
-                command = Path(f"/proc/{child}/cmdline").read_bytes()
+                status = Path(f"/proc/{child}/status").read_text()
             except OSError:
                 continue
-            if command.startswith(b"sleep\0"):
+            nspid = [line.split()[1:] for line in status.splitlines() if line.startswith("NSpid:")]
+            if nspid and len(nspid[0]) > 1:
                 return child
             todo.append(child)
     return None
+
+
+def _descendants(root: int) -> list[int]:
+    found, todo = [], [root]
+    while todo:
+        for child in children_of(todo.pop()):
+            found.append(child)
+            todo.append(child)
+    return found
 
 
 def _descendants_alive(pid: int) -> bool:
@@ -249,9 +259,7 @@ def _descendants_alive(pid: int) -> bool:
 def test_ctrl_c_during_a_check_exits_130_and_leaves_no_process_behind(tmp_path):
     hangs = tmp_path / "sigmoid.py"
     hangs.write_text(
-        "import subprocess\n"
-        "_s = subprocess.Popen(['sleep', '300'])\n"
-        + GOOD.replace(
+        GOOD.replace(
             "(output,) = ctx.saved_tensors",
             "(output,) = ctx.saved_tensors\n        import time\n        time.sleep(3600)",
         )
@@ -269,20 +277,22 @@ def test_ctrl_c_during_a_check_exits_130_and_leaves_no_process_behind(tmp_path):
         preexec_fn=functools.partial(signal.signal, signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 20
-    sleeper = _sleeper_below(process.pid)
-    while sleeper is None and time.monotonic() < deadline:
+    learner = _learner_below(process.pid)
+    while learner is None and time.monotonic() < deadline:
         time.sleep(0.05)
-        sleeper = _sleeper_below(process.pid)
-    assert sleeper is not None, "the learner's file never ran"
-    time.sleep(0.3)
+        learner = _learner_below(process.pid)
+    assert learner is not None, "the learner's file never ran"
+    time.sleep(0.5)  # into backward's sleep
+    below = _descendants(process.pid)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=15)
     assert process.returncode == 130
     assert "interrupted" in stderr
     gone_by = time.monotonic() + 5
-    while _descendants_alive(sleeper) and time.monotonic() < gone_by:
+    while any(map(_descendants_alive, below)) and time.monotonic() < gone_by:
         time.sleep(0.05)
-    assert not _descendants_alive(sleeper), "a process of the check outlived Ctrl-C"
+    left = [pid for pid in below if _descendants_alive(pid)]
+    assert not left, f"processes of the check outlived Ctrl-C: {left}"
 
 
 def test_an_interrupt_while_a_file_is_written_leaves_the_old_version_whole(tmp_path, monkeypatch):

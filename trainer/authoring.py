@@ -190,6 +190,7 @@ def validate(
                         solution=solution_path(exercise),
                         service=warm,
                         stop_after_failure=kind != "solution",
+                        catalogue_file=True,
                     )
                     if on_done is not None:
                         futures[index].add_done_callback(lambda _: on_done())

@@ -256,7 +256,11 @@ def bench_report_lines() -> list[Row]:
             for variant in exercise.wrong_variants:
                 path = wrong_variant_path(exercise, variant.file)
                 report = run_check(
-                    exercise, path, solution=solution_path(exercise), service=service
+                    exercise,
+                    path,
+                    solution=solution_path(exercise),
+                    service=service,
+                    catalogue_file=True,
                 )
                 if report.passed:
                     continue

@@ -122,6 +122,11 @@ def kill_group(pid: int) -> None:
 def signal_words(number: int) -> str:
     if number == signal.SIGXCPU:  # host protection's CPU-time cap (RLIMIT_CPU)
         return "used up the CPU time a check allows and was stopped (SIGXCPU): an endless loop?"
+    if number == signal.SIGSYS:  # host protection's seccomp filter: clone, fork, vfork
+        return (
+            "was stopped for starting a thread or a process (SIGSYS): the check runs your "
+            "code in one thread and one process: threads and subprocesses are refused"
+        )
     try:
         name = signal.Signals(number).name
     except ValueError:

@@ -19,7 +19,8 @@ REQUIRED_STAGES = tuple(stage.id for stage in STAGES if stage.required)
 PROTECTIONS = {
     "network": "network isolation",
     "files": "file-system confinement",
-    "processes": "process cap",
+    "scratch": "private scratch space",
+    "processes": "one process, one thread",
     "cpu_time": "CPU-time cap",
     "memory": "memory cap",
 }

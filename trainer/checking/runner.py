@@ -24,6 +24,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -45,27 +46,67 @@ from trainer.vocabulary import STAGE_BY_ID
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MEMORY_LIMIT_MB = 4096  # on top of what torch maps; enough for any exercise
+DEFAULT_SCRATCH_MB = 64  # the learner's private tmpfs: its only writable place
 DEFAULT_SEED = 0
 OUTPUT_TAIL = 4000  # characters of the learner's printed output kept for the report
+OUTPUT_LINE_LIMIT = 4 * OUTPUT_TAIL  # characters of one unfinished line kept while it grows
 READY_TIMEOUT = 120.0
-DEFAULT_PROCESS_LIMIT = 32  # processes and threads of one learner's process, itself included
+# A check whose server died under it (not the learner's doing: the learner's process
+# cannot reach the server) is run again on a fresh server, this many times at most.
+SERVER_RETRIES = 2
+
+# What the checking server, and so the learner's process, gets of the environment: a
+# fixed set, never the user's own variables (a grader's API token, say). Passed on as
+# they are: facts of the machine that a library needs (an older OpenBLAS crashes on some
+# processors without its core type), never a secret.
+_PASSED_ON = (
+    "OPENBLAS_CORETYPE",
+    "OPENBLAS_L2_SIZE",
+    "PYTHONDONTWRITEBYTECODE",
+    "CUDA_VISIBLE_DEVICES",
+    "TMPDIR",
+)
+
+
+def server_environment() -> dict[str, str]:
+    """The checking server's whole environment. Every thread pool has one thread (the
+    learner's process may start none)."""
+    fixed = {
+        "PATH": "/usr/local/bin:/usr/bin:/bin",
+        "LANG": "C.UTF-8",
+        "HOME": tempfile.gettempdir(),
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "OPENBLAS_NUM_THREADS": "1",
+    }
+    return {**fixed, **{n: os.environ[n] for n in _PASSED_ON if n in os.environ}}
 
 
 @dataclass(frozen=True)
 class HostLimits:
-    """Host protection's limits for the learner's process (issue 16; see ``learner/confine``).
+    """Host protection's limits for the learner's process (see ``learner/confine``).
 
     ``skip`` leaves protections out by name: only to measure their cost or to prove
     that a test fails without them.
     """
 
     cpu_seconds: int | None = None  # None: the check's timeout, rounded up
-    processes: int = DEFAULT_PROCESS_LIMIT
+    scratch_mb: int = DEFAULT_SCRATCH_MB
     skip: tuple[str, ...] = ()
 
-    def for_job(self, timeout: float) -> dict[str, Any]:
+    def for_job(self, timeout: float, hide: Sequence[Path] = ()) -> dict[str, Any]:
+        """The spawn header's settings; ``hide``: the exercise's folders to cover."""
         cpu = self.cpu_seconds if self.cpu_seconds is not None else max(1, math.ceil(timeout))
-        return {"cpu_seconds": cpu, "processes": self.processes, "skip": list(self.skip)}
+        return {
+            "cpu_seconds": cpu,
+            "scratch_mb": self.scratch_mb,
+            "hide": [str(h) for h in hide],
+            "skip": list(self.skip),
+        }
+
+
+class ServerStopped(TrainerError):
+    """The checking server stopped before it could start a check (it is started again)."""
 
 
 @dataclass
@@ -75,6 +116,7 @@ class Launched:
     pid: int
     result_read: int
     output_read: int
+    generation: int = 0  # of the server that runs it
 
 
 class CheckingService:
@@ -94,9 +136,18 @@ class CheckingService:
         self._exits: dict[int, int] = {}
         self._gone = True
         self._errors: IO[bytes] | None = None
+        self.generation = 0  # how many servers this service has started
         self._start()
 
     def _start(self) -> None:
+        if self._socket is not None:  # a server that stopped: its socket goes with it
+            self._socket.close()
+            self._socket = None
+        if self._process is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._process.pid, signal.SIGKILL)
+            self._process.wait()
+            self._process = None
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         from trainer.checking.server import bootstrap
 
@@ -114,14 +165,17 @@ class CheckingService:
             stderr=errors,
             pass_fds=(theirs_fd,),
             start_new_session=True,  # Ctrl-C in the terminal reaches the CLI alone
+            env=server_environment(),
         )
         theirs.close()
         assert process.stdin is not None
+        path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
         with contextlib.suppress(BrokenPipeError):
-            process.stdin.write(bootstrap(root, theirs_fd).encode())
+            process.stdin.write(bootstrap(root, theirs_fd, path).encode())
             process.stdin.close()
         self._process, self._socket = process, ours
         self._pids, self._exits, self._ready, self._gone = [], {}, False, False
+        self.generation += 1
         threading.Thread(target=self._read, args=(ours,), daemon=True).start()
         with self._changed:
             self._changed.wait_for(lambda: self._ready or self._gone, timeout=self._ready_timeout)
@@ -154,6 +208,15 @@ class CheckingService:
                     self._exits[int(header["exit"])] = int(header["code"])
                 self._changed.notify_all()
 
+    def died_since(self, generation: int, wait: float) -> bool:
+        """Whether the server that started with ``generation`` has stopped, waiting up to
+        ``wait`` s for word of it (a check that ended without its last frame)."""
+        with self._changed:
+            self._changed.wait_for(
+                lambda: self._gone or self.generation != generation, timeout=wait
+            )
+            return self._gone or self.generation != generation
+
     def launch(self, job: dict[str, Any]) -> Launched:
         """Start one check of ``job``; the caller reads the pipes and closes them."""
         result_read, result_write = os.pipe()
@@ -163,6 +226,7 @@ class CheckingService:
             with self._lock:
                 if self._gone:
                     self._start()
+                generation = self.generation
                 assert self._socket is not None
                 with self._changed:
                     transport.send_with_fds(
@@ -177,7 +241,7 @@ class CheckingService:
                     self._changed.wait_for(lambda: bool(self._pids) or self._gone, timeout=30)
                     pid = self._pids.pop(0) if self._pids else 0
         except OSError as error:
-            pid, reason = 0, error.strerror or str(error)
+            pid, reason, generation = 0, error.strerror or str(error), 0
         else:
             reason = "it stopped"
         finally:
@@ -187,8 +251,8 @@ class CheckingService:
         if pid <= 0:
             os.close(result_read)
             os.close(output_read)
-            raise TrainerError(f"the checking process could not start a check ({reason}).")
-        return Launched(pid, result_read, output_read)
+            raise ServerStopped(f"the checking process could not start a check ({reason}).")
+        return Launched(pid, result_read, output_read, generation)
 
     def exit_code(self, pid: int, wait: float) -> int | None:
         """The checker's exit code (negative: killed by that signal), waiting up to ``wait`` s."""
@@ -239,6 +303,7 @@ class _Collected:
     stage_of_output: str = ""
     by_stage: dict[str, str] = field(default_factory=dict)
     output_lines: int = 0
+    cut: int = 0  # characters of unfinished lines not kept (a flood without line breaks)
     _partial: str = ""
 
     def handle(self, message: dict[str, Any]) -> None:
@@ -273,6 +338,10 @@ class _Collected:
         that start with OUTPUT_MARK and this job's mark); keep the tail of each."""
         self._partial += chunk.decode("utf-8", "replace")
         *lines, self._partial = self._partial.split("\n")
+        if len(self._partial) > OUTPUT_LINE_LIMIT:
+            # A flood without line breaks: only its tail is kept, and the cut is counted.
+            self.cut += len(self._partial) - OUTPUT_LINE_LIMIT
+            self._partial = self._partial[-OUTPUT_LINE_LIMIT:]
         marker = f"{OUTPUT_MARK}{self.mark} " if self.mark else None
         kept: list[str] = []
         for line in lines:
@@ -313,9 +382,13 @@ def run_check(
     limits: HostLimits | None = None,
     draw_always: bool = False,
     feedback: str = DEFAULT_FEEDBACK,
+    catalogue_file: bool = False,
 ) -> CheckReport:
     """Check ``file`` against ``exercise`` and return the report, as ``feedback``
     (a level of :mod:`trainer.checking.feedback`) lets it be read.
+
+    A symbolic link is never checked, nor a file of the trainer's own package unless
+    ``catalogue_file`` (an author validating the installed catalogue).
 
     With ``service``, the check is one more job of a running server (watch
     mode, grading); otherwise a server is started for this one job. With
@@ -323,17 +396,19 @@ def run_check(
     (validation needs no more).
     """
     started = time.monotonic()
-    raw = file.read_bytes()  # one read: the verdict belongs to exactly this version
+    refused = refusal(file, catalogue_file)
+    raw = b"" if refused else file.read_bytes()  # one read: the verdict is this version's
     try:
+        if refused:
+            raise _Refused(refused)
         source = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as error:
-        stages = [
-            StageResult(
-                "load",
-                Verdict.FAIL,
-                f"{file.name} is not UTF-8 text (byte {error.start} cannot be decoded)",
-            )
-        ] + [StageResult(s.id, Verdict.SKIP, "skipped: the file did not load") for s in STAGE_BY_ID.values() if s.id != "load" and s.applies(exercise, double_backward)]  # fmt: skip
+    except (UnicodeDecodeError, _Refused) as error:
+        why = (
+            str(error)
+            if isinstance(error, _Refused)
+            else f"{file.name} is not UTF-8 text (byte {error.start} cannot be decoded)"
+        )
+        stages = [StageResult("load", Verdict.FAIL, why)] + [StageResult(s.id, Verdict.SKIP, "skipped: the file did not load") for s in STAGE_BY_ID.values() if s.id != "load" and s.applies(exercise, double_backward)]  # fmt: skip
         report = _report(exercise, file, raw, seed, stages, started, "")
     else:
         report = _check(
@@ -342,6 +417,44 @@ def run_check(
         )  # fmt: skip
     declared = {name: mistake.words for name, mistake in exercise.mistakes.items()}
     return with_feedback(report, feedback, declared)
+
+
+class _Refused(Exception):
+    """A file the checker does not run (a symbolic link, one of the trainer's own)."""
+
+
+def refusal(file: Path, catalogue_file: bool = False) -> str | None:
+    """Why ``file`` is not checked at all, or None. A symbolic link is refused wherever
+    it points (a class's submission linked to the reference solution, say): the checker
+    reads the file itself. A file inside the trainer's own package (which holds the
+    catalogue when installed) is refused too, however it was named."""
+    if file.is_symlink():
+        try:
+            target = os.readlink(file)
+        except OSError:
+            target = "?"
+        return (
+            f"{file.name} is a symbolic link (to {target}), not a file: a check reads the "
+            "file itself. Copy your code into a real file and check that"
+        )
+    resolved = file.resolve()
+    if catalogue_file:
+        return None
+    if resolved.is_relative_to(Path(trainer.__file__).resolve().parent):
+        return (
+            f"{file.name} is one of the trainer's own files ({resolved}): a check runs "
+            "your file, not the catalogue's"
+        )
+    return None
+
+
+def _exercise_folders(exercise: Exercise, solution: Path | None) -> list[Path]:
+    """The folders the learner's process must not read: the exercise's spec and solution
+    folders (the trainer's own package and catalogue are covered in any case)."""
+    folders = [exercise.source.resolve().parent]
+    if solution is not None:
+        folders.append(solution.resolve().parent)
+    return folders
 
 
 def _check(
@@ -374,7 +487,7 @@ def _check(
         "memory_limit_mb": memory_limit_mb,
         "stop_after_failure": stop_after_failure,
         "draw_always": draw_always,
-        "confine": (limits or HostLimits()).for_job(timeout),
+        "confine": (limits or HostLimits()).for_job(timeout, _exercise_folders(exercise, solution)),
         "token": token,
         "output_mark": secrets.token_hex(8),
     }
@@ -394,20 +507,13 @@ def _run_job(
     timeout: float,
 ) -> CheckReport:
     seed = int(job["seed"])
-    token = str(job["token"])
-    launched = service.launch(job)
-    collected = _Collected(mark=str(job.get("output_mark", "")))
-    try:
-        # The limit is for the check itself, not for starting the server.
-        timed_out = _collect(launched, token, collected, time.monotonic() + timeout)
-    finally:
-        # Whatever is still running ends with the check: the checker's group, and
-        # with it (the zygote sees the checker go) the learner's process.
-        processes.kill_group(launched.pid)
-        os.close(launched.result_read)
-        os.close(launched.output_read)
-        _wait_until_gone(collected.learner_pid, 3.0)
-    returncode = None if collected.done else service.exit_code(launched.pid, 2.0)
+    for attempt in range(SERVER_RETRIES + 1):
+        last = attempt == SERVER_RETRIES
+        collected, timed_out, returncode, died = _attempt(service, job, timeout, last)
+        # A server that died under this check (its zygote, say) is not the learner's
+        # doing: the check runs again, whole, on a fresh one.
+        if not died or last:
+            break
 
     if collected.error:
         raise TrainerError(collected.error)
@@ -420,10 +526,48 @@ def _run_job(
     stages = _stages(collected, timed_out, timeout, returncode)
     report = _report(exercise, file, raw, seed, stages, started, collected.output[-OUTPUT_TAIL:])
     report.notes = collected.notes
+    if collected.cut:
+        report.notes.append(
+            f"Your code printed {collected.cut:,} more characters without a line break than "
+            f"the checker keeps ({OUTPUT_LINE_LIMIT:,} of a line): that part was cut."
+        )
     report.output_by_stage = dict(collected.by_stage)
     report.output_lines = collected.output_lines
     report.protection = collected.protection
     return report
+
+
+def _attempt(
+    service: CheckingService, job: dict[str, Any], timeout: float, last: bool
+) -> tuple[_Collected, bool, int | None, bool]:
+    """One run of the job: what was collected, whether it timed out, the checker's exit
+    code when it ended without its last frame, and whether the server died under it."""
+    token = str(job["token"])
+    try:
+        launched = service.launch(job)
+    except ServerStopped:
+        if last:
+            raise
+        return _Collected(), False, None, True
+    collected = _Collected(mark=str(job.get("output_mark", "")))
+    try:
+        # The limit is for the check itself, not for starting the server.
+        timed_out = _collect(launched, token, collected, time.monotonic() + timeout)
+    finally:
+        # Whatever is still running ends with the check: the checker's group, and
+        # with it (the zygote sees the checker go) the learner's process.
+        processes.kill_group(launched.pid)
+        os.close(launched.result_read)
+        os.close(launched.output_read)
+        _wait_until_gone(collected.learner_pid, 3.0)
+    if collected.done:
+        # A server killed mid-check still lets its checker finish, failing the stages the
+        # zygote's end cut short: its socket closed first, so the word is already here.
+        passed = all(stage.verdict != Verdict.FAIL for stage in collected.stages.values())
+        return collected, timed_out, None, not passed and service.died_since(launched.generation, 0)
+    returncode = service.exit_code(launched.pid, 2.0)
+    died = not timed_out and service.died_since(launched.generation, 1.0)
+    return collected, timed_out, returncode, died
 
 
 def _wait_until_gone(pid: int, seconds: float) -> None:

@@ -28,7 +28,7 @@ import selectors
 import socket
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,14 +44,16 @@ PLANS_KEPT = 4
 _SAVED: dict[tuple[tuple[str, int], str, str], dict[str, int]] = {}
 
 
-def bootstrap(root: str, control_fd: int) -> str:
+def bootstrap(root: str, control_fd: int, path: Sequence[str] = ()) -> str:
     """The code the server's interpreter runs (read from stdin, so that the command
-    line is a plain ``python -c`` and names no module of ours)."""
+    line is a plain ``python -c`` and names no module of ours). ``path``: the folders
+    the CLI's ``PYTHONPATH`` adds, since the server gets none of the CLI's environment."""
     # The module name is spelled out at run time so that the code object at the
     # bottom of every learner process's stack does not carry it as a constant.
     hexed = __name__.encode().hex()
     return (
         "import sys, importlib\n"
+        f"sys.path[0:0] = {[p for p in path if p]!r}\n"
         f"sys.path.insert(0, {root!r})\n"
         f"importlib.import_module(bytes.fromhex({hexed!r}).decode()).main({control_fd})()\n"
     )
@@ -73,7 +75,11 @@ def main(control_fd: int) -> Callable[[], None]:
 
     from trainer.checking.learner import serve, zygote
 
-    torch.set_num_threads(1)  # tiny tensors: threads cost more than they save
+    # Tiny tensors: threads cost more than they save. One intra-op and one inter-op
+    # thread, set before any pool exists: the learner's process may start no thread.
+    torch.set_num_threads(1)
+    with contextlib.suppress(RuntimeError):  # set already (a test's server in-process)
+        torch.set_num_interop_threads(1)
     to_zygote, zygote_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     zygote_pid = os.fork()
     if zygote_pid == 0:

@@ -1,53 +1,64 @@
 """Host protection: what the learner's process may touch on the machine it runs on.
 
-Applied by the learner zygote in each freshly forked learner process, before
-the learner's file runs (:func:`confine`), with the kernel's own mechanisms:
+A learner process is made in two steps, so that it is sealed by construction
+rather than watched for tricks:
 
-* **network**: a fresh network namespace (no interface but a loopback that is
-  down), entered through a fresh user namespace so that no privilege is
-  needed; Landlock also denies TCP where the kernel can (ABI 4); a seccomp
-  filter refuses new Unix sockets (those that are files escape namespaces);
-* **files**: Landlock. Writes only inside the check's own fresh folder (the
-  working folder, and ``TMPDIR``). Reads and execution only beneath what
-  Python, torch and programs need (the system's ``/usr``, ``/lib``…, the
-  interpreter's prefixes, the import path), minus the trainer's own package
-  and catalogue, plus the learner's file itself. Not its folder: in a
-  workspace that folder holds the progress file, and under ``grade`` it holds
-  the other submissions (the source reaches the process over its socket;
-  helpers must live in the file). Landlock's scopes also keep signals and
-  abstract sockets inside the check;
-* **processes**: ``RLIMIT_NPROC`` counts processes and threads per user *per
-  user namespace*, so in the fresh one it counts this check's alone. The
-  kernel never applies it to root's own user, so under root a ``pids`` cgroup
-  of its own caps the check instead, where the cgroup file system is
-  writable;
-* **cpu_time**: ``RLIMIT_CPU`` (SIGXCPU, then SIGKILL a second later);
-* **memory**: ``RLIMIT_AS``, set by the zygote (:func:`zygote.limit_memory`);
-* and, after all of them, no capability in any set (not a protection of the level:
-  always attempted). Root outside a user namespace, where Landlock is missing too,
-  would otherwise read other processes' memory, the checker's among them.
+1. the zygote's fork calls :func:`enter_namespaces`: a fresh user namespace
+   (so that no privilege is needed), and in it fresh mount, PID, IPC and
+   network namespaces; then it forks once more. That second fork is the
+   learner's process: process 1 of a PID namespace of its own, in which no
+   other process of the machine can be seen, signalled, ``prlimit``-ed,
+   reniced or probed, and whose end ends everything in it;
+2. that process calls :func:`confine`, before the learner's file runs:
+
+* **scratch**: its mount namespace is made private, gets a ``/proc`` of its
+  own (its PID namespace's processes only), every mount is made read-only
+  (``mount_setattr``, recursively), and the check's folder becomes a private
+  ``tmpfs`` capped in size: the only writable place, gone with the namespace,
+  whatever was written there. The trainer's package and catalogue (and the
+  exercise's spec and solution folders) are covered by empty read-only mounts;
+* **network**: the fresh network namespace (no interface but a loopback that
+  is down); Landlock also denies TCP where the kernel can (ABI 4); a seccomp
+  filter refuses new Unix sockets (those that are files escape namespaces)
+  and io_uring;
+* **files**: Landlock. Reads and execution only beneath what Python, torch
+  and programs need (the system's ``/usr``, ``/lib``…, the interpreter's
+  prefixes, the import path), minus the trainer's own package and catalogue,
+  plus the learner's file itself. Not its folder: in a workspace that folder
+  holds the progress file, and under ``grade`` it holds the other
+  submissions. Landlock's scopes also keep signals and abstract sockets inside;
+* **processes**: one process and one thread. Torch's thread pools were set to
+  one thread before the zygote forked; the seccomp filter kills the process
+  that calls ``clone``, ``clone3``, ``fork`` or ``vfork`` (threads included),
+  and the exit by ``SIGSYS`` is named to the learner;
+* **cpu_time**: ``RLIMIT_CPU`` (the process is killed at the limit; as PID 1
+  it would ignore ``SIGXCPU``, so the zygote names the kill from its CPU time);
+* **memory**: ``RLIMIT_AS``, set by the zygote (:func:`zygote.limit_memory`),
+  which covers the whole check now that it is one process; ``memfd_create``
+  (memory outside the address space) is refused, and the scratch tmpfs is
+  capped;
+* and, after all of them, no capability in any set (always attempted).
 
 What was applied is returned as a :class:`ProtectionLevel` and travels to the
 checker in the reply to ``load``; nothing here fails a check when the kernel
 refuses a mechanism: the level says what is missing and why.
 
-Order matters: the cgroup move needs root's privileges, the id maps must be
-written before Landlock forbids ``/proc`` writes, and Landlock binds the
-calling thread only, so it comes last, in a process that is still
-single-threaded (a fork of the zygote; torch starts no thread with one intra-op
-thread).
+Order matters: the id maps are written before the second fork; the mounts
+need the namespace's capabilities, Landlock binds the calling thread only (one
+thread here), the seccomp filter comes after every step that needs a system
+call it refuses, and the capabilities go last.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import dataclasses
 import errno
 import functools
 import os
 import platform
 import resource
-import shutil
 import socket
 import sys
 import tempfile
@@ -59,17 +70,21 @@ from landlockpy import AccessFS, AccessNet, Ruleset, Scope
 
 from trainer.checking.report import PROTECTIONS, ProtectionLevel
 
-# Processes and threads one check may have at once. A learner's Function needs
-# one; torch with one intra-op thread starts none.
-DEFAULT_PROCESSES = 32
 DEFAULT_CPU_SECONDS = 60
+DEFAULT_SCRATCH_MB = 64
 SCRATCH_PREFIX = "trainer-check-"
 
 # The protections applied to this process, once :func:`confine` ran (a learner process
 # is confined once): the learner's errors are named after them (``loading``).
 APPLIED: dict[str, str] = {}
+# The folders covered with an empty mount in this process (named when the learner's code
+# tries to open something in them).
+COVERED: list[str] = []
 
+_CLONE_NEWNS = 0x00020000
+_CLONE_NEWIPC = 0x08000000
 _CLONE_NEWUSER = 0x10000000
+_CLONE_NEWPID = 0x20000000
 _CLONE_NEWNET = 0x40000000
 
 # Read and run beneath these (those that exist); nothing of a user's lives here.
@@ -89,8 +104,7 @@ def prepare() -> None:
     with contextlib.suppress(OSError):
         _landlock_abi()
     _readable_roots()
-    if os.geteuid() == 0:
-        _pids_cgroup_base()
+    _libc()
 
 
 @functools.cache
@@ -98,115 +112,132 @@ def _landlock_abi() -> int:
     return landlockpy.abi_version()
 
 
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
 def scratch_folder() -> str:
     """A fresh, private folder for one check (made by the zygote, which removes it)."""
     return tempfile.mkdtemp(prefix=SCRATCH_PREFIX)
 
 
-def release(pid: int, scratch: str | None) -> None:
-    """After a learner process and all it started are gone: remove its folder and cgroup."""
+def release(scratch: str | None) -> None:
+    """After a learner process is gone: remove its folder. Normally an empty mount point
+    (what the process wrote lived in its private tmpfs); where no tmpfs could be mounted,
+    whatever the learner's code left there, of any depth and any permissions. Never
+    raises: one check's leftovers must not stop the zygote that serves the others."""
     if scratch:
-        shutil.rmtree(scratch, ignore_errors=True)
-    base = _pids_cgroup_base()
-    if base is not None:
+        with contextlib.suppress(Exception):
+            remove_tree(scratch)
+
+
+def remove_tree(top: str) -> None:
+    """Remove ``top`` and everything beneath it, without recursion and without long paths
+    (it walks down by changing folder, one name at a time: a folder 100,000 levels deep
+    is removed like a flat one), whatever the modes the learner's code set (each folder
+    is made writable and searchable first). Symbolic links are removed, never followed.
+    What cannot be removed (another user's file, say) is left, never looped on. In the
+    zygote (one thread): it changes the working folder and puts it back."""
+    home = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+    stuck: set[tuple[int, int]] = set()  # folders that could not be emptied
+    names: list[str] = []  # the path below top, one name a level
+    try:
+        os.chmod(top, 0o700)
+        os.chdir(top)
+        while True:
+            below = _empty_but_one(stuck)
+            if below is not None:
+                with contextlib.suppress(OSError):
+                    os.chmod(below, 0o700, follow_symlinks=False)
+                try:
+                    os.chdir(below)
+                except OSError:
+                    stuck.add(_identity(below))
+                    continue
+                names.append(below)
+                continue
+            if not names:
+                break
+            here = os.stat(".")
+            os.chdir("..")
+            name = names.pop()
+            try:
+                os.rmdir(name)
+            except OSError:
+                stuck.add((here.st_dev, here.st_ino))
+        os.fchdir(home)
+        os.rmdir(top)
+    except OSError:
+        pass
+    finally:
         with contextlib.suppress(OSError):
-            (base / f"trainer-{pid}").rmdir()
+            os.fchdir(home)
+        os.close(home)
 
 
-def confine(
-    settings: object,
-    scratch: str | None,
-    file: str,
-    memory: str | None,
-    moved: Callable[[], str | None] | None = None,
-) -> ProtectionLevel:
-    """Apply every protection the kernel allows to this (forked, single-threaded) process.
-
-    ``settings`` comes from the spawn header: ``cpu_seconds``, ``processes`` and
-    ``skip`` (protections left out, to measure their cost or prove their tests).
-    ``memory`` says how the zygote capped memory, None when it did not. ``moved``,
-    when the zygote moves this process into its pids cgroup (root, see
-    :func:`move_into_pids_cgroup`), waits for that move and returns the cgroup
-    (None: there is none).
-    """
-    options: Mapping[str, object] = settings if isinstance(settings, dict) else {}
-    skip = {str(s) for s in _list(options.get("skip"))}
-    processes = _positive(options.get("processes"), DEFAULT_PROCESSES)
-    cpu_seconds = _positive(options.get("cpu_seconds"), DEFAULT_CPU_SECONDS)
-    applied: dict[str, str] = {}
-    missing: dict[str, str] = {}
-
-    def attempt(name: str, step: functools.partial[str]) -> None:
-        if name in skip:
-            missing[name] = "left out on request"
-            return
+def _empty_but_one(stuck: set[tuple[int, int]]) -> str | None:
+    """Unlink every entry of the current folder but its folders; the name of one folder
+    still to empty (None: none left but those that are ``stuck``)."""
+    try:
+        entries = list(os.scandir("."))
+    except OSError:
+        return None
+    folder = None
+    for entry in entries:
         try:
-            applied[name] = step()
-        except _Missing as why:
-            missing[name] = str(why)
-        except OSError as error:
-            missing[name] = _os_words(error)
-
-    if memory is not None:
-        applied["memory"] = memory
-    else:
-        missing["memory"] = "no cap was asked for"
-
-    root = os.geteuid() == 0
-    # Root's own processes are never counted against RLIMIT_NPROC: a cgroup caps them.
-    # Joined by this process, it must be joined now, while it may still write the
-    # cgroup's files; moved there by the zygote, it is waited for below.
-    cgroup: str | None = None
-    if root and "processes" not in skip and moved is None:
-        with contextlib.suppress(_Missing, OSError):
-            cgroup = _join_pids_cgroup(processes)
-    namespaces = _namespaces(skip)
-    attempt("network", functools.partial(_network, namespaces))
-    attempt("cpu_time", functools.partial(_cap_cpu, cpu_seconds))
-    if scratch:
-        os.environ["TMPDIR"] = scratch
-        tempfile.tempdir = scratch
-    attempt("files", functools.partial(_landlock, scratch, Path(file), "network" not in skip))
-    if root and "processes" not in skip and moved is not None:
-        # The zygote moved this process into its cgroup while the steps above ran (a
-        # move waits for the kernel's RCU grace period: ~10 ms on a busy machine). It
-        # has started nothing, and the learner's code runs only after this.
-        cgroup = moved()
-    attempt("processes", functools.partial(_cap_processes, processes, namespaces, root, cgroup))
-    # Last, once nothing above needs them: no capability at all, in any namespace. Root
-    # outside a user namespace (where the kernel refuses one) would otherwise read the
-    # checker's memory, undumpable or not, where Landlock is missing too.
-    with contextlib.suppress(OSError, AttributeError):
-        _drop_capabilities()
-    APPLIED.update(applied)
-    ordered = {n: applied[n] for n in PROTECTIONS if n in applied}
-    return ProtectionLevel(ordered, {n: missing[n] for n in PROTECTIONS if n in missing})
+            is_folder = entry.is_dir(follow_symlinks=False)
+        except OSError:
+            is_folder = False
+        if not is_folder:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.name)
+        elif folder is None and _identity(entry.name) not in stuck:
+            folder = entry.name
+    return folder
 
 
-# -- network: namespaces -------------------------------------------------------------------
+def _identity(name: str) -> tuple[int, int]:
+    try:
+        found = os.stat(name, follow_symlinks=False)
+    except OSError:
+        return (-1, -1)
+    return (found.st_dev, found.st_ino)
 
 
-def _namespaces(skip: set[str]) -> dict[str, str]:
-    """Enter a fresh user namespace (and network namespace); what was entered, or why not.
+# -- namespaces, in the zygote's fork before the learner's process is made ----------------------
 
-    Returns ``{"user": how}`` and/or ``{"net": how}``, with ``"error"`` saying why not.
+
+def enter_namespaces(settings: object) -> dict[str, str]:
+    """Enter fresh user, mount, PID, IPC and network namespaces; what was entered, or why not.
+
+    Called in the zygote's fork; the caller then forks the learner's process when
+    ``"pid"`` was entered (only a child enters a new PID namespace). Returns names
+    among ``user``, ``mount``, ``pid``, ``ipc``, ``net`` with how, and ``error``.
     """
-    want_net = "network" not in skip
+    skip = _skip(settings)
+    wanted = _CLONE_NEWIPC
+    if "network" not in skip:
+        wanted |= _CLONE_NEWNET
+    if "processes" not in skip:
+        wanted |= _CLONE_NEWPID
+    if "scratch" not in skip:
+        wanted |= _CLONE_NEWNS
     entered: dict[str, str] = {}
     uid, gid = os.getuid(), os.getgid()
     try:
-        _unshare(_CLONE_NEWUSER | (_CLONE_NEWNET if want_net else 0))
+        _unshare(_CLONE_NEWUSER | wanted)
     except OSError as error:
         entered["error"] = _os_words(error)
-        if want_net and os.geteuid() == 0:
-            # No user namespaces (a container's seccomp, say), but root may still
-            # leave the host's network.
-            try:
-                _unshare(_CLONE_NEWNET)
-                entered["net"] = "a fresh network namespace"
-            except OSError as again:
-                entered["error"] = _os_words(again)
-        return entered
+        if os.geteuid() != 0:
+            return entered
+        # No user namespaces (a container's seccomp, say): root may still have the rest.
+        try:
+            _unshare(wanted)
+        except OSError as again:
+            entered["error"] = _os_words(again)
+            return entered
+        return {**entered, **_named(wanted)}
     try:
         # Keep the same ids inside (root stays root, without any privilege outside).
         Path("/proc/self/setgroups").write_text("deny")
@@ -215,10 +246,17 @@ def _namespaces(skip: set[str]) -> dict[str, str]:
     except OSError as error:
         entered["error"] = "the user namespace's ids could not be mapped: " + _os_words(error)
         return entered
-    entered["user"] = "a fresh user namespace"
-    if want_net:
-        entered["net"] = "a fresh network namespace"
-    return entered
+    return {"user": "a fresh user namespace", **_named(wanted)}
+
+
+def _named(flags: int) -> dict[str, str]:
+    names = {
+        _CLONE_NEWNS: ("mount", "a mount namespace of its own"),
+        _CLONE_NEWPID: ("pid", "a PID namespace of its own"),
+        _CLONE_NEWIPC: ("ipc", "an IPC namespace of its own"),
+        _CLONE_NEWNET: ("net", "a fresh network namespace"),
+    }
+    return {name: how for flag, (name, how) in names.items() if flags & flag}
 
 
 def _unshare(flags: int) -> None:
@@ -231,33 +269,239 @@ def _unshare(flags: int) -> None:
         return
     if not sys.platform.startswith("linux"):
         raise OSError(errno.ENOSYS, "namespaces are a Linux feature")
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(ctypes.c_int(flags)) != 0:
+    if _libc().unshare(ctypes.c_int(flags)) != 0:
         code = ctypes.get_errno()
         raise OSError(code, os.strerror(code))
 
 
-def _network(namespaces: dict[str, str]) -> str:
+# -- the learner's process: everything else --------------------------------------------------
+
+
+def confine(
+    settings: object,
+    scratch: str | None,
+    file: str,
+    memory: str | None,
+    namespaces: dict[str, str],
+) -> ProtectionLevel:
+    """Apply every protection the kernel allows to this (single-threaded) process.
+
+    ``settings`` comes from the spawn header: ``cpu_seconds``, ``scratch_mb``,
+    ``hide`` (folders of the exercise to cover, besides the trainer's own) and
+    ``skip`` (protections left out, to measure their cost or prove their tests).
+    ``memory`` says how the zygote capped memory, None when it did not;
+    ``namespaces`` what :func:`enter_namespaces` entered.
+    """
+    options: Mapping[str, object] = settings if isinstance(settings, dict) else {}
+    skip = _skip(settings)
+    cpu_seconds = _positive(options.get("cpu_seconds"), DEFAULT_CPU_SECONDS)
+    scratch_mb = _positive(options.get("scratch_mb"), DEFAULT_SCRATCH_MB)
+    hide = [Path(str(h)) for h in _list(options.get("hide"))]
+    applied: dict[str, str] = {}
+    missing: dict[str, str] = {}
+
+    def attempt(name: str, step: Callable[[], str]) -> None:
+        if name in skip:
+            missing[name] = "left out on request"
+            return
+        try:
+            applied[name] = step()
+        except _Missing as why:
+            missing[name] = str(why)
+        except OSError as error:
+            missing[name] = _os_words(error)
+
+    why_not = namespaces.get("error", "no namespaces")
+    attempt(
+        "scratch",
+        functools.partial(_mounts, namespaces, scratch, Path(file), hide, scratch_mb, why_not),
+    )
+    attempt("cpu_time", functools.partial(_cap_cpu, cpu_seconds))
+    if scratch:
+        os.environ["TMPDIR"] = scratch
+        tempfile.tempdir = scratch
+    attempt("files", functools.partial(_landlock, scratch, Path(file), "network" not in skip))
+    # One seccomp filter for three protections; each is claimed only when its rules are in.
+    rules = _Rules(
+        unix_sockets="network" not in skip and "net" in namespaces,
+        clone="processes" not in skip and "pid" in namespaces,
+        memfd=memory is not None and "memory" not in skip,
+    )
+    try:
+        _install_filter(rules)
+        filtered = ""
+    except (_Missing, OSError) as error:
+        filtered = str(error)
+    attempt("network", functools.partial(_network, namespaces, rules, filtered))
+    attempt("processes", functools.partial(_one_process, namespaces, rules, filtered))
+    attempt("memory", functools.partial(_memory, memory, rules, filtered))
+    # Last, once nothing above needs them: no capability at all, in any namespace. Root
+    # outside a user namespace (where the kernel refuses one) would otherwise read the
+    # checker's memory, undumpable or not, where Landlock is missing too.
+    with contextlib.suppress(OSError, AttributeError):
+        _drop_capabilities()
+    APPLIED.update(applied)
+    ordered = {n: applied[n] for n in PROTECTIONS if n in applied}
+    return ProtectionLevel(ordered, {n: missing[n] for n in PROTECTIONS if n in missing})
+
+
+def _network(namespaces: dict[str, str], rules: _Rules, filtered: str) -> str:
     if "net" not in namespaces:
         raise _Missing(namespaces.get("error", "no network namespace"))
-    try:
-        _deny_unix_sockets()
-    except (_Missing, OSError) as error:
-        raise _Missing(f"the machine's Unix sockets stay reachable ({error})") from None
+    if filtered or not rules.unix_sockets:
+        raise _Missing(f"the machine's Unix sockets stay reachable ({filtered or 'no filter'})")
     return namespaces["net"] + "; no new Unix sockets (seccomp)"
 
 
-# A network namespace cuts the network and the abstract Unix sockets, but not the Unix
-# sockets that are files: a desktop's D-Bus session bus (which can start programs outside
-# the check), ssh-agent, docker.sock. Landlock guards their connect() only from ABI 9. So a
-# seccomp filter refuses socket(AF_UNIX), and io_uring (which makes sockets without that
-# syscall). The standard library has no seccomp binding and pyseccomp needs libseccomp at
-# run time; these thirteen BPF instructions do not.
-_SECCOMP_ARCHES = {"x86_64": (0xC000003E, 41), "aarch64": (0xC00000B7, 198)}  # audit, socket
+def _one_process(namespaces: dict[str, str], rules: _Rules, filtered: str) -> str:
+    if "pid" not in namespaces:
+        raise _Missing("no PID namespace of its own: " + namespaces.get("error", "unknown"))
+    if filtered or not rules.clone:
+        raise _Missing(f"threads and processes are not refused ({filtered or 'no filter'})")
+    return (
+        "one process and one thread, in a PID namespace of its own "
+        "(seccomp refuses clone, clone3, fork and vfork)"
+    )
+
+
+def _memory(memory: str | None, rules: _Rules, filtered: str) -> str:
+    if memory is None:
+        raise _Missing("no cap was asked for")
+    if filtered or not rules.memfd:
+        raise _Missing(f"memfd_create is not refused ({filtered or 'no filter'})")
+    return memory + "; no memory outside it (memfd_create refused)"
+
+
+# -- scratch: the mount namespace --------------------------------------------------------------
+
+_MS_RDONLY, _MS_NOSUID, _MS_NODEV, _MS_NOEXEC = 1, 2, 4, 8
+_MS_REC, _MS_PRIVATE = 0x4000, 1 << 18
+_MOUNT_ATTR_RDONLY = 0x1
+_AT_FDCWD, _AT_RECURSIVE = -100, 0x8000
+_SYS_MOUNT_SETATTR = 442  # the same on x86_64 and aarch64
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    ]
+
+
+def _mounts(
+    namespaces: dict[str, str],
+    scratch: str | None,
+    file: Path,
+    hide: list[Path],
+    megabytes: int,
+    why_not: str,
+) -> str:
+    """In this process's own mount namespace: a private ``/proc`` (where the kernel lets
+    one be mounted), every mount read-only, the check's folder a private size-capped
+    tmpfs, and the trainer's package, catalogue and the exercise's folders covered."""
+    if "mount" not in namespaces:
+        raise _Missing(f"no mount namespace of its own: {why_not}")
+    if not scratch:
+        raise _Missing("no folder of its own to write in")
+    _mount(None, "/", None, _MS_REC | _MS_PRIVATE)
+    if "pid" in namespaces:
+        # Only this namespace's processes; where a container hides part of its /proc the
+        # kernel refuses a fresh one, and the machine's stays (Landlock limits it to
+        # /proc/self, and no other process can be named from this namespace).
+        with contextlib.suppress(OSError):
+            _mount("proc", "/proc", "proc", _MS_NOSUID | _MS_NODEV | _MS_NOEXEC)
+    attr = _MountAttr(_MOUNT_ATTR_RDONLY, 0, 0, 0)
+    libc = _libc()
+    if (
+        libc.syscall(_SYS_MOUNT_SETATTR, _AT_FDCWD, b"/", _AT_RECURSIVE, ctypes.byref(attr),
+                     ctypes.sizeof(attr)) != 0
+    ):  # fmt: skip
+        code = ctypes.get_errno()
+        raise _Missing(
+            f"the machine's mounts could not be made read-only ({_os_words(OSError(code, os.strerror(code)))})"
+        )
+    options = f"size={megabytes}m,nr_inodes={megabytes * 256},mode=0700"
+    _mount("tmpfs", scratch, "tmpfs", _MS_NOSUID | _MS_NODEV, options)
+    for folder in _covered(file, hide):
+        COVERED.append(str(folder))
+        with contextlib.suppress(OSError):  # gone, or not a folder: nothing to cover
+            _mount("tmpfs", str(folder), "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC, "size=4k,nr_inodes=1,mode=0555")  # fmt: skip
+    return (
+        f"writes only in a private {megabytes} MiB tmpfs, gone with the check; "
+        "every other mount read-only; the trainer's files covered"
+    )
+
+
+def _covered(file: Path, hide: list[Path]) -> list[Path]:
+    """The folders to cover with an empty mount: the trainer's package, its source tree's
+    catalogue, the exercise's spec and solution folders; not one that holds the learner's
+    file (an author's check of a reference: Landlock still hides the rest there)."""
+    package = _trainer_package()
+    candidates = [*hide]
+    if package is not None:
+        candidates += [
+            package,
+            *(package.parent / n for n in ("solutions", "exercises", "quizzes")),
+        ]
+    own = file.resolve()
+    found: list[Path] = []
+    for folder in candidates:
+        with contextlib.suppress(OSError):
+            folder = folder.resolve()
+            if folder.is_dir() and not _beneath(own, folder) and folder not in found:
+                found.append(folder)
+    return found
+
+
+def _mount(
+    source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None
+) -> None:
+    libc = _libc()
+    encoded = [v.encode() if v is not None else None for v in (source, target, fstype, data)]
+    if libc.mount(encoded[0], encoded[1], encoded[2], ctypes.c_ulong(flags), encoded[3]) != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"mount {target}: {os.strerror(code)}")
+
+
+# -- the seccomp filter -------------------------------------------------------------------------
+
+# The standard library has no seccomp binding and pyseccomp needs libseccomp at run time;
+# these few BPF instructions do not.
+#   unix_sockets: socket(AF_UNIX) and io_uring (which makes sockets without that call) are
+#     refused: a network namespace cuts the network and abstract sockets, not the Unix
+#     sockets that are files (D-Bus, ssh-agent, docker.sock; Landlock guards their
+#     connect() only from ABI 9);
+#   clone: clone, clone3, fork and vfork kill the process (SIGSYS): no thread, no child;
+#   memfd: memfd_create and memfd_secret are refused (memory that RLIMIT_AS does not count).
+
+
+@dataclasses.dataclass(frozen=True)
+class _Rules:
+    unix_sockets: bool
+    clone: bool
+    memfd: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class _Arch:
+    audit: int
+    socket: int
+    clone: tuple[int, ...]  # clone, clone3, and fork and vfork where they exist
+    memfd: tuple[int, ...]
+
+
+_ARCHES = {
+    "x86_64": _Arch(0xC000003E, 41, (56, 57, 58, 435), (319, 447)),
+    "aarch64": _Arch(0xC00000B7, 198, (220, 435), (279, 447)),
+}
 _IO_URING_SETUP = 425  # the same on both
 _LD, _JEQ, _JGE, _RET = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, ..|JGE|K, BPF_RET|K
 _ALLOW = 0x7FFF0000
+_KILL_PROCESS = 0x80000000
 _REFUSE = 0x00050000 | errno.EACCES  # SECCOMP_RET_ERRNO
+_NOT_HERE = 0x00050000 | errno.EPERM
 
 
 class _SockFilter(ctypes.Structure):
@@ -273,38 +517,48 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
 
 
-def _program(audit_arch: int, socket_call: int) -> list[tuple[int, int, int, int]]:
-    """The seccomp filter: AF_UNIX sockets and io_uring refused, the rest allowed."""
-    return [
+def _program(arch: _Arch, rules: _Rules) -> list[tuple[int, int, int, int]]:
+    """The seccomp filter's instructions for ``rules``; everything else is allowed."""
+    program = [
         (_LD, 0, 0, 4),  # the calling convention
-        (_JEQ, 1, 0, audit_arch),
+        (_JEQ, 1, 0, arch.audit),
         (_RET, 0, 0, 0x00050000 | errno.ENOSYS),  # another one (i386 on x86_64): refused
         (_LD, 0, 0, 0),  # the system call
         (_JGE, 0, 1, 0x40000000),  # x32
         (_RET, 0, 0, _REFUSE),
-        (_JEQ, 0, 1, _IO_URING_SETUP),
-        (_RET, 0, 0, _REFUSE),
-        (_JEQ, 0, 2, socket_call),
-        (_LD, 0, 0, 16),  # its first argument, the family
-        (_JEQ, 1, 0, socket.AF_UNIX),
-        (_RET, 0, 0, _ALLOW),
-        (_RET, 0, 0, _REFUSE),
     ]
+    actions: list[tuple[int, int]] = []
+    if rules.clone:
+        actions += [(call, _KILL_PROCESS) for call in arch.clone]
+    if rules.memfd:
+        actions += [(call, _NOT_HERE) for call in arch.memfd]
+    if rules.unix_sockets:
+        actions.append((_IO_URING_SETUP, _REFUSE))
+    for call, action in actions:
+        program += [(_JEQ, 0, 1, call), (_RET, 0, 0, action)]
+    if rules.unix_sockets:
+        program += [
+            (_JEQ, 0, 3, arch.socket),
+            (_LD, 0, 0, 16),  # its first argument, the family
+            (_JEQ, 0, 1, socket.AF_UNIX),
+            (_RET, 0, 0, _REFUSE),
+        ]
+    return [*program, (_RET, 0, 0, _ALLOW)]
 
 
 # Made at import, like every class of this module: one made in the learner's process
 # would carry this module's name there (the learner zygote renames what exists first).
-_Filters = _SockFilter * len(_program(0, 0))
+_Filters = _SockFilter * len(_program(_ARCHES["x86_64"], _Rules(True, True, True)))
 
 
-def _deny_unix_sockets() -> None:
-    arch = _SECCOMP_ARCHES.get(platform.machine())
+def _install_filter(rules: _Rules) -> None:
+    arch = _ARCHES.get(platform.machine())
     if arch is None or not sys.platform.startswith("linux"):
         raise _Missing(f"no seccomp filter for {platform.machine()}")
-    program = _program(*arch)
+    program = _program(arch, rules)
     filters = _Filters(*[_SockFilter(*i) for i in program])
     fprog = _SockFprog(len(program), filters)
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = _libc()
     no_new_privs, set_seccomp, mode_filter = 38, 22, 2
     zero = ctypes.c_ulong(0)
     if libc.prctl(no_new_privs, ctypes.c_ulong(1), zero, zero, zero) != 0:
@@ -338,7 +592,7 @@ def _drop_capabilities() -> None:
     (prctl): this process and whatever it runs hold no capability."""
     if not sys.platform.startswith("linux"):
         return
-    libc = ctypes.CDLL(None, use_errno=True)
+    libc = _libc()
     capbset_drop, cap_ambient, ambient_clear_all = 24, 47, 4
     zero = ctypes.c_ulong(0)
     for cap in range(64):  # EINVAL past the kernel's last capability
@@ -350,119 +604,22 @@ def _drop_capabilities() -> None:
         raise OSError(code, os.strerror(code))
 
 
-# -- processes and CPU time: rlimits and a cgroup ------------------------------------------
-
-
-def _cap_processes(limit: int, namespaces: dict[str, str], root: bool, cgroup: str | None) -> str:
-    if "user" in namespaces:
-        # Counted per user namespace: this check's processes alone. Hard = soft, so
-        # the learner's code cannot raise it again.
-        resource.setrlimit(resource.RLIMIT_NPROC, (limit, limit))
-        if not root:
-            return f"at most {limit} processes and threads (RLIMIT_NPROC)"
-    if cgroup is not None:
-        # The cgroup's folder is named per process: the words stay the same for every
-        # check, so that a level reads the same in every report and gradebook.
-        return f"at most {limit} processes and threads (a pids cgroup under {Path(cgroup).parent})"
-    if root:
-        raise _Missing(
-            "root's processes are never counted by RLIMIT_NPROC and no pids cgroup "
-            "could be made here"
-        )
-    # Without a user namespace of its own, RLIMIT_NPROC would count every process
-    # of the user, not this check's: a cap would be either useless or harmful.
-    raise _Missing("no user namespace of its own: " + namespaces.get("error", "unknown reason"))
+# -- CPU time --------------------------------------------------------------------------------
 
 
 def _cap_cpu(seconds: int) -> str:
-    # SIGXCPU at the soft limit (named in the report), SIGKILL a second later if caught.
-    resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds + 1))
+    # Killed at the limit (hard = soft): as process 1 of its namespace, this process
+    # would ignore SIGXCPU. The zygote names the kill from the CPU time it used.
+    resource.setrlimit(resource.RLIMIT_CPU, (seconds, seconds))
     return f"{seconds} s of CPU time (RLIMIT_CPU)"
 
 
-@functools.lru_cache(maxsize=1)
-def _pids_cgroup_base() -> Path | None:
-    """The folder of this process's ``pids`` cgroup (v1) or unified cgroup (v2), if any."""
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
+def cpu_seconds(settings: object) -> int | None:
+    """The CPU-time cap the spawn header's settings ask for (None: left out)."""
+    if "cpu_time" in _skip(settings):
         return None
-    memberships = {}
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        memberships[controllers] = path
-    for mount in mounts:
-        # "id parent major:minor root mountpoint options - fstype source superoptions"
-        left, _, right = mount.partition(" - ")
-        fields, extra = left.split(), right.split()
-        if len(fields) < 5 or len(extra) < 3:
-            continue
-        point, fstype, superoptions = fields[4], extra[0], extra[2].split(",")
-        if fstype == "cgroup" and "pids" in superoptions:
-            key = next((k for k in memberships if "pids" in k.split(",")), None)
-            if key is not None:
-                return Path(point + memberships[key].rstrip("/")).resolve()
-        if fstype == "cgroup2" and "" in memberships:
-            base = Path(point + memberships[""].rstrip("/"))
-            with contextlib.suppress(OSError):
-                if "pids" in (base / "cgroup.controllers").read_text().split():
-                    return base.resolve()
-    return None
-
-
-def _join_pids_cgroup(limit: int) -> str:
-    """Move this process into a fresh ``pids`` cgroup capped at ``limit`` tasks."""
-    return _pids_cgroup_for(os.getpid(), limit)
-
-
-def _pids_cgroup_for(pid: int, limit: int) -> str:
-    """Move ``pid`` into a fresh ``pids`` cgroup of its own capped at ``limit`` tasks."""
-    base = _pids_cgroup_base()
-    if base is None:
-        raise _Missing("no pids cgroup")
-    own = base / f"trainer-{pid}"
-    own.mkdir(exist_ok=True)
-    (own / "pids.max").write_text(str(limit))
-    (own / "cgroup.procs").write_text(str(pid))
-    return str(own)
-
-
-def pids_cgroup_limit(settings: object) -> int | None:
-    """The cap of the pids cgroup the zygote moves a learner process into, from the spawn
-    header's settings; None when there is none to move it into (not root, or left out)."""
     options: Mapping[str, object] = settings if isinstance(settings, dict) else {}
-    if os.geteuid() != 0 or "processes" in {str(s) for s in _list(options.get("skip"))}:
-        return None
-    return _positive(options.get("processes"), DEFAULT_PROCESSES)
-
-
-def move_into_pids_cgroup(pid: int, limit: int, word: int) -> None:
-    """In the zygote: move the fresh learner process ``pid`` into a pids cgroup of its own,
-    then write the cgroup's path to ``word`` (nothing when it could not) and close it.
-    The learner process waits for that word (:func:`moved_word`) before its file runs."""
-    try:
-        with contextlib.suppress(_Missing, OSError):
-            os.write(word, _pids_cgroup_for(pid, limit).encode())
-    finally:
-        os.close(word)
-
-
-def moved_word(word: int) -> Callable[[], str | None]:
-    """In the learner process: what waits for :func:`move_into_pids_cgroup`'s word."""
-
-    def wait() -> str | None:
-        chunks = []
-        try:
-            while chunk := os.read(word, 4096):
-                chunks.append(chunk)
-        except OSError:
-            return None
-        finally:
-            os.close(word)
-        return b"".join(chunks).decode() or None
-
-    return wait
+    return _positive(options.get("cpu_seconds"), DEFAULT_CPU_SECONDS)
 
 
 # -- files: Landlock -----------------------------------------------------------------------
@@ -584,6 +741,11 @@ def _beneath(path: Path, root: Path) -> bool:
     """``path`` is ``root`` or lies beneath it (as strings: pathlib's ``parents`` is slow)."""
     inner, outer = str(path), str(root)
     return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
+
+
+def _skip(settings: object) -> set[str]:
+    options: Mapping[str, object] = settings if isinstance(settings, dict) else {}
+    return {str(s) for s in _list(options.get("skip"))}
 
 
 def _list(value: object) -> list[object]:

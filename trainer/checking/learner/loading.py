@@ -11,7 +11,6 @@ import difflib
 import errno
 import inspect
 import os
-import resource
 import socket
 import sys
 import traceback
@@ -370,14 +369,8 @@ def protection_words(error: BaseException) -> str | None:
     for cause in _causes(error):
         if "network" in applied and _network_error(cause):
             return NO_NETWORK
-        if "processes" in applied and _process_cap_error(cause):
-            limit = resource.getrlimit(resource.RLIMIT_NPROC)[0]
-            cap = f" ({limit})" if limit != resource.RLIM_INFINITY else ""
-            return (
-                "tried to start more processes or threads than a check allows"
-                f"{cap}: processes and threads are capped"
-            )
-        if "files" in applied and isinstance(cause, PermissionError) and cause.filename:
+        if ("files" in applied or "scratch" in applied) and _refused_file(cause):
+            assert isinstance(cause, OSError)
             return _file_words(os.fsdecode(cause.filename))
     return None
 
@@ -421,16 +414,16 @@ def _network_error(error: BaseException) -> bool:
     return error.errno == errno.EACCES and any(f.filename.endswith("socket.py") for f in frames)
 
 
-def _process_cap_error(error: BaseException) -> bool:
-    if isinstance(error, RuntimeError) and "can't start new thread" in str(error):
-        return True
-    if not isinstance(error, OSError) or error.errno != errno.EAGAIN:
+def _refused_file(error: BaseException) -> bool:
+    """A file refused by Landlock (EACCES), by the read-only mounts (EROFS), or hidden
+    beneath a folder covered with an empty mount (ENOENT)."""
+    if not isinstance(error, OSError) or not error.filename:
         return False
-    frames = traceback.extract_tb(error.__traceback__)
-    return any(
-        "fork" in (f.line or "")
-        or os.path.basename(f.filename) in ("subprocess.py", "popen_fork.py", "threading.py")
-        for f in frames
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return True
+    name = os.path.abspath(os.fsdecode(error.filename))
+    return error.errno == errno.ENOENT and any(
+        name.startswith(folder.rstrip(os.sep) + os.sep) for folder in confine.COVERED
     )
 
 
@@ -438,6 +431,8 @@ def _file_words(name: str) -> str:
     """What was denied, as far as can be told: a file that does not exist was to be
     created, one that may be read was to be written; otherwise it was read, or both."""
     path = os.path.abspath(name)
+    if any(path.startswith(folder.rstrip(os.sep) + os.sep) for folder in confine.COVERED):
+        return f"tried to open {path}: {READS_CONFINED}"
     if not os.path.lexists(path):
         return f"tried to create {path}: {WRITES_CONFINED}"
     try:

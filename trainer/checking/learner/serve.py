@@ -77,8 +77,11 @@ class _Server:
     ) -> tuple[dict[str, Any], list[bytes]]:
         op = request.get("op")
         reply_blobs: list[bytes] = []
+        reply: dict[str, Any]
         self.watch.hold()
-        if op == "load":
+        if op == "protection":  # asked before load: a file that ends its process at
+            reply = {"protection": self.protection}  # import still has its level named
+        elif op == "load":
             reply = self.load()
         elif op == "forward":
             reply = self.forward(request, blobs, reply_blobs)

@@ -12,8 +12,11 @@ process with one control frame carrying three descriptors:
 * the stream socket the learner process serves forward/backward calls on;
 * the output pipe its stdout and stderr go to.
 
-The zygote adopts orphans (subreaper), so a process the learner's code started
-in a new session cannot outlive the check either.
+Each learner process is made by a fork of the zygote that enters fresh
+namespaces and forks once more (:func:`confine.enter_namespaces`): the learner's
+process is process 1 of a PID namespace of its own, adopted by the zygote
+(a subreaper) when that fork ends. It can start no process or thread
+(:mod:`confine`), and nothing it does to its folder outlives it.
 """
 
 from __future__ import annotations
@@ -24,8 +27,10 @@ import importlib
 import os
 import resource
 import selectors
+import signal
 import socket
 import sys
+import traceback
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +53,7 @@ class _Learner:
     control: socket.socket
     exit_code: int | None = None
     scratch: str | None = None  # its own folder (host protection), removed when it ends
+    cpu_seconds: int | None = None  # its CPU-time cap: a kill at it is named as such
 
 
 class _ZygoteExit(Exception):
@@ -86,12 +92,17 @@ def serve(sock: socket.socket) -> LearnerTask:
     try:
         while True:
             for key, _ in selector.select(timeout=0.05):
-                if key.data is None:
-                    task = _on_request(sock, selector, learners)
-                    if task is not None:
-                        return task
-                else:
-                    _on_control(key.data, selector, learners)
+                try:
+                    if key.data is None:
+                        task = _on_request(sock, selector, learners)
+                        if task is not None:
+                            return task
+                    else:
+                        _on_control(key.data, selector, learners)
+                except _ZygoteExit:
+                    raise
+                except Exception:  # a bug of ours in one check must not end every other one
+                    traceback.print_exc()
             _reap(learners)
     except _ZygoteExit:
         for pid in list(learners):
@@ -114,29 +125,52 @@ def _on_request(
     control_fd, learner_fd, output_fd = fds
     _import_once(header.get("imports"))
     scratch = _scratch_folder()
-    # As root, the learner process's process cap is a pids cgroup, which this process
-    # moves it into while it confines itself; it waits for the word on this pipe.
-    cap = confine.pids_cgroup_limit(header.get("confine"))
-    word_read, word_write = os.pipe() if cap is not None else (-1, -1)
-    pid = os.fork()
-    if pid == 0:
+    # The fork enters fresh namespaces and forks the learner's process, process 1 of its
+    # own PID namespace; it says that process's pid (as seen here) on this pipe.
+    said, say = os.pipe()
+    fork = os.fork()
+    if fork == 0:
+        os.close(said)
         header["scratch"] = scratch
-        if word_write >= 0:
-            os.close(word_write)
-        return _become_learner(
-            sock, selector, learners, header, control_fd, learner_fd, output_fd, word_read
-        )
+        try:
+            return _become_learner(
+                sock, selector, learners, header, control_fd, learner_fd, output_fd, say
+            )
+        except BaseException:  # never back into the zygote's loop: this is not the zygote
+            os._exit(1)
+    os.close(say)
     os.close(learner_fd)
     os.close(output_fd)
+    pid = _read_pid(said)
+    if pid != fork:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(fork, 0)  # it ended once it had made the learner's process
     control = socket.socket(fileno=control_fd)
-    learners[pid] = _Learner(control, scratch=scratch)
+    if pid <= 0:  # the fork failed before it could make one
+        with contextlib.suppress(OSError):
+            transport.send_with_fds(control, {"pid": 0})
+        control.close()
+        confine.release(scratch)
+        return None
+    cpu = confine.cpu_seconds(header.get("confine"))
+    learners[pid] = _Learner(control, scratch=scratch, cpu_seconds=cpu)
     selector.register(control, selectors.EVENT_READ, pid)
     with contextlib.suppress(OSError):
         transport.send_with_fds(control, {"pid": pid})
-    if cap is not None:
-        os.close(word_read)
-        confine.move_into_pids_cgroup(pid, cap, word_write)
     return None
+
+
+def _read_pid(fd: int) -> int:
+    """The learner process's pid, as its maker says it (0 when it said nothing)."""
+    data = b""
+    try:
+        while len(data) < 8 and (chunk := os.read(fd, 8 - len(data))):
+            data += chunk
+    except OSError:
+        data = b""
+    finally:
+        os.close(fd)
+    return int.from_bytes(data, "little") if len(data) == 8 else 0
 
 
 def _become_learner(
@@ -147,16 +181,32 @@ def _become_learner(
     control_fd: int,
     learner_fd: int,
     output_fd: int,
-    word: int = -1,
+    say: int,
 ) -> LearnerTask:
-    """In the forked child: shed every descriptor but its own, then go. ``word``: where the
-    zygote says it moved this process into its pids cgroup (-1: it does not move it)."""
+    """In the zygote's fork: shed every descriptor but the learner's own, enter fresh
+    namespaces and, where a PID namespace was entered, fork the learner's process (its
+    first process) and end; ``say`` carries the learner process's pid to the zygote."""
     os.setsid()  # its own group: ending the group ends what it started
     selector.close()  # the zygote's epoll instance: shared, its interest list included
     sock.close()
     os.close(control_fd)
     for learner in learners.values():
         learner.control.close()
+    settings = header.get("confine")
+    namespaces = confine.enter_namespaces(settings)
+    if "pid" in namespaces:
+        try:
+            child = os.fork()
+        except OSError:
+            os._exit(1)
+        if child:
+            with contextlib.suppress(OSError):
+                os.write(say, child.to_bytes(8, "little"))
+            os._exit(0)
+    else:
+        with contextlib.suppress(OSError):
+            os.write(say, os.getpid().to_bytes(8, "little"))
+    os.close(say)
     os.dup2(output_fd, 1)
     os.dup2(output_fd, 2)
     os.close(output_fd)
@@ -167,13 +217,12 @@ def _become_learner(
         loading.MEMORY_LIMIT_MB = int(limit)  # type: ignore[arg-type]
     facts = header.get("learner")
     facts = facts if isinstance(facts, dict) else {}
-    # Host protection (issue 16), before anything of the learner's runs.
+    # Host protection, before anything of the learner's runs.
     scratch = header.get("scratch")
     if scratch:
         facts["cwd"] = scratch
     file = str(facts.get("file", ""))
-    moved = confine.moved_word(word) if word >= 0 else None
-    protection = confine.confine(header.get("confine"), scratch, file, memory, moved)
+    protection = confine.confine(settings, scratch, file, memory, namespaces)
     return LearnerTask(facts, learner_fd, protection)
 
 
@@ -204,10 +253,10 @@ def _stop(pid: int, learners: dict[int, _Learner], selector: selectors.BaseSelec
     processes.kill_group(pid)
     if learner.exit_code is None:
         with contextlib.suppress(ChildProcessError):
-            _, status = os.waitpid(pid, 0)
-            learner.exit_code = processes.exit_code(status)
+            _, status, usage = os.wait4(pid, 0)
+            learner.exit_code = _exit_code(learner, status, usage)
     processes.end_strays(keep=set(learners))
-    confine.release(pid, learner.scratch)
+    confine.release(learner.scratch)
     with contextlib.suppress(OSError):
         transport.send_with_fds(learner.control, {"stopped": True, "code": learner.exit_code})
     with contextlib.suppress(KeyError, ValueError):
@@ -218,16 +267,26 @@ def _stop(pid: int, learners: dict[int, _Learner], selector: selectors.BaseSelec
 def _reap(learners: dict[int, _Learner]) -> None:
     while True:
         try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
+            pid, status, usage = os.wait4(-1, os.WNOHANG)
         except ChildProcessError:
             return
         if pid == 0:
             return
         learner = learners.get(pid)
         if learner is not None and learner.exit_code is None:
-            learner.exit_code = processes.exit_code(status)
+            learner.exit_code = _exit_code(learner, status, usage)
             with contextlib.suppress(OSError):
                 transport.send_with_fds(learner.control, {"exit": pid, "code": learner.exit_code})
+
+
+def _exit_code(learner: _Learner, status: int, usage: resource.struct_rusage) -> int:
+    """How the learner's process ended. Process 1 of its PID namespace ignores SIGXCPU, so
+    the CPU-time cap kills it outright: a kill after that much CPU time is named SIGXCPU."""
+    code = processes.exit_code(status)
+    spent = usage.ru_utime + usage.ru_stime
+    if code == -signal.SIGKILL and learner.cpu_seconds and spent >= learner.cpu_seconds - 0.5:
+        return -signal.SIGXCPU
+    return code
 
 
 def limit_memory(megabytes: object) -> str | None:

@@ -201,8 +201,9 @@ class Sandbox:
     # -- the calls ---------------------------------------------------------------------------
 
     def load(self) -> dict[str, Any]:
-        reply, _ = self.call({"op": "load"})
+        reply, _ = self.call({"op": "protection"})
         self.protection = reply.get("protection")
+        reply, _ = self.call({"op": "load"})
         return reply
 
     def forward(
