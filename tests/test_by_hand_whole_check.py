@@ -117,6 +117,21 @@ def test_a_backward_that_lets_autograd_work_only_late_in_the_check_fails(tmp_pat
     fails_by_hand(check(tmp_path, "sigmoid", HONEST_AT_FIRST), "torch.autograd.grad")
 
 
+# Only within the 500 calls in a row (about calls 60 to 560 of a sigmoid check).
+HIDDEN_LATE = HONEST_AT_FIRST.replace("if _calls[0] > 300:", "if 200 < _calls[0] <= 400:").replace(
+    "            with torch.enable_grad():",
+    "            from torch.utils._python_dispatch import _disable_current_modes\n\n"
+    "            with torch.enable_grad(), _disable_current_modes():",
+)
+
+
+def test_a_backward_pass_hidden_from_the_dispatch_mode_in_the_calls_in_a_row_fails(tmp_path):
+    """Those calls probe no counter each: one count over the request finds the pass."""
+    assert "_disable_current_modes()" in HIDDEN_LATE and "200 < _calls" in HIDDEN_LATE
+    text = fails_by_hand(check(tmp_path, "sigmoid", HIDDEN_LATE), "out of the watch's sight")
+    assert "autograd backward pass (in backward)" in text
+
+
 ONLY_WHEN_UNWATCHED = """\
 import torch
 

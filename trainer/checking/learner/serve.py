@@ -21,6 +21,7 @@ import sys
 import time
 import types
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -197,9 +198,15 @@ class _Server:
         scenario = str(request.get("scenario"))
         order = [int(i) for i in request.get("order", range(len(sets)))]
         try:
-            result = _train(
-                function_class, scenario, sets, order, float(request.get("budget", 3.0))
-            )
+            with self.watch.counted() as own_pass:
+                result = _train(
+                    function_class,
+                    scenario,
+                    sets,
+                    order,
+                    float(request.get("budget", 3.0)),
+                    own_pass,
+                )
         except BaseException as error:  # the learner's code may raise anything
             message, details = explain_learner_error(error, self.path, "backward")
             return {"error": {"message": message, "details": details}}
@@ -320,8 +327,13 @@ def _train(
     sets: list[tuple[list[Any], list[Any]]],
     order: list[int],
     budget: float = 3.0,
+    own_pass: Callable[[], None] = lambda: None,
 ) -> list[list[torch.Tensor | None]]:
+    """``own_pass`` is called before each backward pass this code runs itself (the
+    derivation watch counts the passes it did not run)."""
+
     def grads(loss: torch.Tensor, leaves: list[torch.Tensor], retain: bool = False) -> list[Any]:
+        own_pass()
         return list(torch.autograd.grad(loss, leaves, allow_unused=True, retain_graph=retain))
 
     if scenario == "repeat":
@@ -357,7 +369,9 @@ def _train(
         (args, _), *_ = sets
         fresh, leaves = _fresh(args)
         for _, upstream in sets:
-            torch.autograd.backward(_loss(_outputs(function_class, fresh), upstream))
+            loss = _loss(_outputs(function_class, fresh), upstream)
+            own_pass()
+            torch.autograd.backward(loss)
         return [[leaf.grad for leaf in leaves]]
     if scenario == "some_outputs":
         results = []
