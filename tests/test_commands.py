@@ -133,7 +133,7 @@ def test_check_json_prints_exactly_one_document_with_every_stage(isolated_worksp
     ids = [s["id"] for s in report["stages"]]
     verdicts = {s["id"]: s["verdict"] for s in report["stages"]}
     assert ids[:4] == ["load", "forward", "backward", "contract"]
-    assert ids[-2:] == ["gradcheck", "cuda"]
+    assert ids[-3:] == ["gradcheck", "cuda", "by_hand"]  # by_hand reports the whole check
     assert verdicts["load"] == verdicts["forward"] == "pass"
     assert verdicts["backward"] == verdicts["contract"] == verdicts["gradcheck"] == "fail"
     assert all(s["message"] for s in report["stages"])

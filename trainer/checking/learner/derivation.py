@@ -124,7 +124,9 @@ these only matter for this "derive it yourself" rule):
   still seen when it runs.
 * Register a hook in ``forward`` (``ctx.register_prehook``, a tensor hook), a
   signal handler, a ``gc`` callback or a finalizer: it runs outside the watched
-  methods, and what it does there is not watched. No hook runs when
+  methods, and what it does there is not watched op by op (a backward pass it
+  runs during the 500 calls in a row, or in the engine's pass before a watched
+  backward, is still counted: those counts start at the checker's pass). No hook runs when
   ``backward`` is called directly (the contract stage and this stage do), so
   such a backward must still be right by itself there.
 * Compile a function for the first time inside the watched method
