@@ -12,7 +12,7 @@ from pathlib import Path
 
 import yaml
 
-from trainer.catalog import solution_path, wrong_variant_path
+from trainer.catalog import requires_problems, solution_path, wrong_variant_path
 from trainer.checking.report import CheckReport
 from trainer.checking.runner import CheckingService, run_check
 from trainer.content_rules import OtherQuestion, content_warnings, questions_of, shared_questions
@@ -91,6 +91,31 @@ def _shared_questions(paths: Sequence[Path]) -> list[OtherQuestion]:
     return found
 
 
+def _pool(exercises: Sequence[Exercise], catalogue: Sequence[Path]) -> list[Exercise]:
+    """``exercises`` and the other specs of ``catalogue`` that load (a spec that does not
+    load is skipped: validating it says why)."""
+    pool = list(exercises)
+    seen = {e.source.resolve() for e in exercises}
+    for path in catalogue:
+        if path.resolve() in seen:
+            continue
+        seen.add(path.resolve())
+        try:
+            pool.append(load_exercise(path))
+        except SpecError:
+            continue
+    return pool
+
+
+def prerequisite_problems(
+    exercises: Sequence[Exercise], catalogue: Sequence[Path] = ()
+) -> dict[str, str]:
+    """What is wrong with the ``requires`` of each of ``exercises``, judged against the
+    whole catalogue: unknown ids, later tracks, cycles (``catalog.requires_problems``)."""
+    problems = requires_problems(_pool(exercises, catalogue))
+    return {e.id: problems[e.id] for e in exercises if e.id in problems}
+
+
 def content_warnings_by_id(
     exercises: Sequence[Exercise],
     catalogue: Sequence[Path] = (),
@@ -102,16 +127,7 @@ def content_warnings_by_id(
     ``catalogue`` (a spec that does not load is skipped: validating it says why)
     and of the ``shared_quizzes`` files.
     """
-    pool = list(exercises)
-    seen = {e.source.resolve() for e in exercises}
-    for path in catalogue:
-        if path.resolve() in seen:
-            continue
-        seen.add(path.resolve())
-        try:
-            pool.append(load_exercise(path))
-        except SpecError:
-            continue
+    pool = _pool(exercises, catalogue)
     others = questions_of(pool) + _shared_questions(shared_quizzes)
     return {e.id: [str(w) for w in content_warnings(e, others)] for e in exercises}
 
@@ -194,7 +210,11 @@ def validate(
                     if on_done is not None:
                         futures[index].add_done_callback(lambda _: on_done())
 
-            # The content rules are cheap: they run while the checks do.
+            # Prerequisites and content rules are cheap: they run while the checks do.
+            prerequisites = prerequisite_problems([e for _, e in loaded], catalogue)
+            for result, exercise in loaded:
+                if exercise.id in prerequisites:
+                    result.schema = f"{result.spec}: {prerequisites[exercise.id]}"
             warnings = content_warnings_by_id([e for _, e in loaded], catalogue, shared_quizzes)
             for result, exercise in loaded:
                 result.warnings = warnings[exercise.id]
@@ -227,9 +247,10 @@ _SPEC_TEMPLATE = """# Exercise spec: every field is documented in docs/spec-form
 format_version: 1
 id: {id}
 title: {title}
-difficulty: easy          # easy | medium | hard: orders `trainer list`
+difficulty: easy          # easy | medium | hard | expert: orders `trainer list`
 order: 100                # position among exercises of the same difficulty
 track: activations        # the topic `trainer list` groups it under (see docs/spec-format.md)
+requires: []              # ids of the exercises to do first (same or earlier track)
 class_name: {class_name}  # the Function subclass the learner's file must define
 
 # Shown by `trainer start`: what to write, the signature, what the checker compares.
