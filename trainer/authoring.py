@@ -111,7 +111,10 @@ def prerequisite_problems(
     exercises: Sequence[Exercise], catalogue: Sequence[Path] = ()
 ) -> dict[str, str]:
     """What is wrong with the ``requires`` of each of ``exercises``, judged against the
-    whole catalogue: unknown ids, later tracks, cycles (``catalog.requires_problems``)."""
+    whole catalogue: unknown ids, later tracks, cycles (``catalog.requires_problems``).
+    Without a catalogue there is nothing to judge them against: no problems."""
+    if not catalogue:
+        return {}
     problems = requires_problems(_pool(exercises, catalogue))
     return {e.id: problems[e.id] for e in exercises if e.id in problems}
 
