@@ -15,7 +15,13 @@ import yaml
 from trainer.catalog import requires_problems, solution_path, wrong_variant_path
 from trainer.checking.report import CheckReport
 from trainer.checking.runner import CheckingService, run_check
-from trainer.content_rules import OtherQuestion, content_warnings, questions_of, shared_questions
+from trainer.content_rules import (
+    AnswerShares,
+    OtherQuestion,
+    content_warnings,
+    questions_of,
+    shared_questions,
+)
 from trainer.errors import SpecError, TrainerError
 from trainer.spec import Exercise, WrongVariant, load_exercise
 
@@ -132,7 +138,8 @@ def content_warnings_by_id(
     """
     pool = _pool(exercises, catalogue)
     others = questions_of(pool) + _shared_questions(shared_quizzes)
-    return {e.id: [str(w) for w in content_warnings(e, others)] for e in exercises}
+    shares = AnswerShares.of(pool)
+    return {e.id: [str(w) for w in content_warnings(e, others, shares)] for e in exercises}
 
 
 def validate(
@@ -261,6 +268,18 @@ statement: |
   Write the backward pass of `y = 3 * x` as a custom `torch.autograd.Function`
   called `{class_name}`. Replace this text with your exercise.
 
+  What the checker tests (name every stage it runs: `trainer validate` warns):
+
+  - that your file loads and defines `{class_name}`;
+  - forward against the reference, and your gradient against the one autograd
+    gets for it, under random upstream gradients, in float32 and float64;
+  - the backward contract, with `backward` called directly;
+  - that the gradient is derived by hand, not by autograd;
+  - calls as in training: a thousand calls in a row, shared graphs;
+  - the domain: values across the whole range, compared with the reference's;
+  - `torch.autograd.gradcheck` in float64;
+  - on a machine with a GPU, forward and backward again on CUDA.
+
 # The arguments of forward after ctx, in order. Tensors get uniform random
 # values in [low, high]; scalars (float, int, bool) get the values of each case.
 parameters:
@@ -314,10 +333,10 @@ quiz:
     choices: ["3", "0.5", "1.5"]
     answer: 3
     explanation: 3 times the upstream gradient; 3 alone forgets grad_output.
-  - question: Why does gradcheck want float64?
-    choices: ["Finite differences need digits", "float32 tensors cannot require grad", "For speed"]
-    answer: 1
-    explanation: with eps around 1e-6, float32 keeps too few digits for the difference.
+  - question: What must forward save for the backward of y = 3·x?
+    choices: ["x, to evaluate the slope at it", "Nothing: the slope is 3 everywhere", "y"]
+    answer: 2
+    explanation: the slope of 3·x does not depend on x, so backward needs no tensor at all.
 
 tolerances: {{}}          # defaults: float32 rtol 1e-5 atol 1e-6; float64 rtol 1e-7 atol 1e-10
 
