@@ -348,7 +348,7 @@ def test_a_statement_that_does_not_name_a_stage_is_warned_with_the_stages_it_mis
     exercise.statement = (
         "Write it.\n\nWhat the checker tests: that the file loads; forward and the gradient "
         "against autograd's; the backward contract; gradcheck; calls as in training, a "
-        "thousand in a row; on a GPU, CUDA."
+        "500 calls in a row; on a GPU, CUDA."
     )
     warnings = stage_naming_warnings(exercise)
     assert [(w.rule, w.where) for w in warnings] == [(RULE_STAGE_NOT_IN_STATEMENT, "statement")]

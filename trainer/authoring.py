@@ -275,7 +275,7 @@ statement: |
     gets for it, under random upstream gradients, in float32 and float64;
   - the backward contract, with `backward` called directly;
   - that the gradient is derived by hand, not by autograd;
-  - calls as in training: a thousand calls in a row, shared graphs;
+  - calls as in training: 500 calls in a row, shared graphs;
   - the domain: values across the whole range, compared with the reference's;
   - `torch.autograd.gradcheck` in float64;
   - on a machine with a GPU, forward and backward again on CUDA.

@@ -102,7 +102,7 @@ STAGE_WORDS: dict[str, str] = {
     "jvp": r"\bjvp\b",
     "vmap": r"\bvmap\b",
     "by_hand": r"\bby hand\b",
-    "state": r"\bthousand\b|\bin a row\b|calls as in training",
+    "state": r"\bcalls in a row\b|calls as in training",
     "kinks": r"\bkinks?\b",
     "stability": r"\bdomain\b",
     "gradcheck": r"\bgradcheck\b",
