@@ -51,12 +51,18 @@ class _LazyConsole:
         self._stderr = stderr
         self._console: Console | None = None
 
-    def __getattr__(self, name: str) -> Any:
+    def real(self) -> Console:
+        """The Console itself, for what rich uses as one (a progress bar, a live display):
+        this stand-in only forwards attributes, not ``with console:``, which rich's live
+        displays enter on a terminal."""
         if self._console is None:
             from rich.console import Console
 
             self._console = Console(stderr=self._stderr, highlight=False)
-        return getattr(self._console, name)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real(), name)
 
 
 out: Any = _LazyConsole(stderr=False)
@@ -628,7 +634,7 @@ def progress(label: str, total: int | None) -> Iterator[Callable[[], None]]:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=err,
+        console=err.real(),
         transient=True,
         disable=not err.is_terminal,
     )
