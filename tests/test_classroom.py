@@ -372,3 +372,27 @@ def test_result_does_not_import_torch(tmp_path: Path):
     lines = done.stdout.splitlines()
     assert lines[0].startswith("result="), done.stderr
     assert lines[-1] == "False"
+
+
+def test_the_readme_recipe_commits_the_workflow_and_the_stubs_but_not_the_workspace_bookkeeping(
+    tmp_path: Path,
+):
+    repo = tmp_path / "template"
+    repo.mkdir()
+    git = ["git", "-C", str(repo)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    assert run_cli("classroom", "init", "sigmoid", "relu", "--dir", str(repo)).exit_code == 0
+    workspace = repo / "trainer-workspace"
+    for exercise_id in ("sigmoid", "relu"):
+        assert run_cli("-w", str(workspace), "start", exercise_id).exit_code == 0
+    assert (workspace / ".trainer-state.json").is_file()
+    assert (workspace / ".trainer-state.lock").is_file()
+    subprocess.run([*git, "add", ".github", "trainer-workspace"], check=True)
+    staged = subprocess.run(
+        [*git, "diff", "--cached", "--name-only"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert {name for name in staged if name.startswith("trainer-workspace/")} == {
+        "trainer-workspace/.gitignore",
+        "trainer-workspace/sigmoid.py",
+        "trainer-workspace/relu.py",
+    }
