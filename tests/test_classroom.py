@@ -219,7 +219,22 @@ def test_the_step_gives_a_wrong_backward_the_points_of_the_stages_it_passed(
     backward = by_name["sigmoid: Backward parity"]
     assert backward["status"] == "fail" and backward["score"] == 0
     assert "grad_output" in backward["message"]
-    assert by_name["sigmoid: Forward parity"]["score"] == 2  # its weight
+    assert by_name["sigmoid: Backward contract"]["score"] == 1  # its weight
+    forward = by_name["sigmoid: Forward parity"]  # passed, but it comes with the stub
+    assert (forward["status"], forward["score"]) == ("pass", 0)
+
+
+def test_the_step_gives_the_untouched_stub_0_points_of_a_maximum_the_learner_must_earn(
+    student_repo: Path, tmp_path: Path
+):
+    result = run_step(student_repo, "sigmoid", tmp_path)
+    passed = [test["name"] for test in result["tests"] if test["status"] == "pass"]
+    assert passed == ["sigmoid: Load and structure", "sigmoid: Forward parity"]
+    assert score(result) == 0
+    points = json.loads((student_repo / AUTOGRADING).read_text())["tests"][0]["points"]
+    weights = CATALOG.get("sigmoid").stage_weights()
+    earned = sum(w for s, w in weights.items() if s not in ("load", "forward", "cuda"))
+    assert result["max_score"] == points == earned > 0
 
 
 def test_the_step_reports_a_missing_scratch_file_as_an_error_worth_nothing(

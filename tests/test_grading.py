@@ -24,6 +24,7 @@ from trainer.gradebook import grade_of
 from trainer.grading import shard_of
 from trainer.spec import Exercise, exercise_from_mapping
 from trainer.vocabulary import MISTAKES, STAGE_BY_ID
+from trainer.workspace import scratch_text
 
 GOOD = (REPO / "solutions" / "sigmoid.py").read_text()
 WRONG = GOOD.replace("grad_output * output * (1 - output)", "output * (1 - output)")
@@ -133,13 +134,13 @@ def test_a_spec_sets_stage_weights_and_its_grade_follows_them():
     exercise = exercise_from_mapping(spec, "sigmoid.yaml")
     weights = exercise.stage_weights()
     assert (weights["backward"], weights["load"], weights["cuda"]) == (10, 0, 3)
-    assert weights["forward"] == STAGE_BY_ID["forward"].weight
-    verdicts = {stage: "pass" for stage in weights} | {"cuda": "skip", "forward": "fail"}
+    assert weights["gradcheck"] == STAGE_BY_ID["gradcheck"].weight
+    verdicts = {stage: "pass" for stage in weights} | {"cuda": "skip", "gradcheck": "fail"}
     grade = grade_of(exercise, "s.py", 0, _report(verdicts))
     assert grade.max_score == sum(weights.values()) - 3  # no GPU here: CUDA is not counted
-    assert grade.max_score - grade.score == STAGE_BY_ID["forward"].weight
+    assert grade.max_score - grade.score == STAGE_BY_ID["gradcheck"].weight
     on_a_gpu = grade_of(exercise, "s.py", 0, _report(verdicts | {"cuda": "pass"}))
-    assert on_a_gpu.max_score == sum(weights.values()) == on_a_gpu.score + weights["forward"]
+    assert on_a_gpu.max_score == sum(weights.values()) == on_a_gpu.score + weights["gradcheck"]
 
 
 @pytest.mark.parametrize(
@@ -149,6 +150,7 @@ def test_a_spec_sets_stage_weights_and_its_grade_follows_them():
         ({"kinks": 2}, "weights.kinks: this exercise has no 'kinks' stage"),
         ({"backward": -1}, "weights.backward: -1 is below the minimum 0"),
         ({"backward": 1.5}, "weights.backward: expected a whole number"),
+        ({"forward": 2}, "weights.forward: the stub passes 'forward'"),
         ({s: 0 for s in ("load", "forward", "backward", "contract", "by_hand", "state",
                          "stability", "gradcheck")}, "weights: every stage is worth 0"),
         ([], "weights: expected a mapping of stage ids to points"),
@@ -160,6 +162,25 @@ def test_a_wrong_weight_is_an_error_naming_the_file_and_field(weights: object, p
     with pytest.raises(SpecError) as raised:
         exercise_from_mapping(spec, "sigmoid.yaml")
     assert f"sigmoid.yaml: {problem}" in str(raised.value)
+
+
+@pytest.mark.usefixtures("warm_commands")
+def test_an_untouched_stub_scores_0_of_a_maximum_that_counts_only_what_a_learner_earns(
+    tmp_path: Path,
+):
+    exercise = CATALOG.get("sigmoid")
+    (tmp_path / "stub.py").write_text(scratch_text(exercise))
+    (tmp_path / "right.py").write_text(GOOD)
+    result = run_cli(
+        "grade", "sigmoid", "--json", str(tmp_path / "stub.py"), str(tmp_path / "right.py")
+    )
+    assert result.exit_code == 0, result.stderr
+    stub, right = json.loads(result.stdout)["grades"]
+    passed_by_the_stub = {s["id"] for s in stub["stages"] if s["verdict"] == "pass"}
+    assert passed_by_the_stub == {"load", "forward"}
+    earned = sum(w for s, w in exercise.stage_weights().items() if s not in passed_by_the_stub)
+    assert (stub["score"], stub["max_score"]) == (0, earned - exercise.stage_weights()["cuda"])
+    assert right["score"] == right["max_score"] == stub["max_score"] > 0
 
 
 def test_the_default_weights_are_the_ones_the_docs_give():
