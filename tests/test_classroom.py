@@ -237,6 +237,22 @@ def test_the_step_gives_the_untouched_stub_0_points_of_a_maximum_the_learner_mus
     assert result["max_score"] == points == earned > 0
 
 
+def test_the_step_gives_a_scratch_file_linked_to_the_reference_0_points_and_a_flag(
+    student_repo: Path, tmp_path: Path
+):
+    scratch = student_repo / "trainer-workspace" / "sigmoid.py"
+    scratch.unlink()
+    scratch.symlink_to(REPO / "solutions" / "sigmoid.py")
+    result = run_step(student_repo, "sigmoid", tmp_path)
+    assert (result["status"], score(result)) == ("error", 0)
+    assert result["max_score"] == maximum(CATALOG.get("sigmoid").stage_weights())
+    assert result["flags"] == [
+        {"kind": "symlink", "matched": str(REPO / "solutions" / "sigmoid.py")}
+    ]
+    assert all("not graded: a symlink to" in test["message"] for test in result["tests"])
+    assert "grad_output * output" not in json.dumps(result)  # nothing of the reference
+
+
 def test_the_step_reports_a_missing_scratch_file_as_an_error_worth_nothing(
     student_repo: Path, tmp_path: Path
 ):

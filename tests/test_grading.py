@@ -465,3 +465,74 @@ def test_an_output_path_in_a_missing_folder_stops_before_any_grading(classroom, 
     )
     assert result.exit_code == 2
     assert "no folder" in result.stderr and "Host protection" not in result.stdout
+
+
+# Flags ----------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("warm_commands")
+def test_every_format_flags_a_symlink_a_file_outside_a_copy_of_the_reference_and_of_another(
+    tmp_path: Path,
+):
+    folder = tmp_path / "class"
+    (folder / "team").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "eve.py").write_text(GOOD)
+    (folder / "alice.py").write_text("# all my own work\n" + GOOD.replace("    ", "  "))
+    (folder / "bob.py").write_text(WRONG)
+    (folder / "carol.py").write_text(WRONG.replace("\n\n", "\n\n# hmm\n\n") + "\n\n")
+    (folder / "dave.py").symlink_to(REPO / "solutions" / "sigmoid.py")
+    (folder / "team" / "out").symlink_to(elsewhere, target_is_directory=True)
+    (folder / "frank.py").write_text(scratch_text(CATALOG.get("sigmoid")))
+    (folder / "gina.py").write_text(scratch_text(CATALOG.get("sigmoid")))
+    csv_path, junit_path = tmp_path / "g.csv", tmp_path / "g.xml"
+    result = run_cli(
+        "grade", "sigmoid", str(folder), "--json", "--csv", str(csv_path), "--junit", str(junit_path)
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    by_name = {Path(g["submission"]).name: g for g in document["grades"]}
+    flags = {name: [(f["kind"], f["matched"]) for f in g["flags"]] for name, g in by_name.items()}
+    assert flags == {
+        "alice.py": [("reference", "")],
+        "bob.py": [("duplicate", str(folder / "carol.py"))],
+        "carol.py": [("duplicate", str(folder / "bob.py"))],
+        "dave.py": [("symlink", str(REPO / "solutions" / "sigmoid.py"))],
+        "eve.py": [("outside", str(elsewhere / "eve.py"))],
+        "frank.py": [],  # two untouched stubs are no copy
+        "gina.py": [],
+    }
+    for name in ("dave.py", "eve.py"):  # never run: no report, nothing of what they point at
+        grade = by_name[name]
+        assert (grade["verdict"], grade["score"], grade["report"]) == ("error", 0, {})
+    assert by_name["alice.py"]["score"] == by_name["alice.py"]["max_score"]  # flagged, not docked
+
+    rows = {
+        Path(r["submission"]).name: r for r in csv.DictReader(csv_path.read_text().splitlines())
+    }
+    assert rows["dave.py"]["flags"].startswith(f"a symlink to {REPO / 'solutions'}")
+    assert (
+        rows["bob.py"]["flags"]
+        == f"identical to {folder / 'carol.py'} (whitespace and comments aside)"
+    )
+    assert rows["alice.py"]["flags"].startswith("identical to the reference solution")
+    assert rows["eve.py"]["flags"].startswith(f"outside the class folder (it is {elsewhere}")
+    assert rows["frank.py"]["flags"] == ""
+
+    suites = {Path(s.get("name", "")).name: s for s in ElementTree.parse(junit_path).getroot()}
+    properties = {
+        name: {p.get("name"): p.get("value") for p in suite.iter("property")}
+        for name, suite in suites.items()
+    }
+    assert "flag.symlink" in properties["dave.py"] and "flag.outside" in properties["eve.py"]
+    assert "flag.reference" in properties["alice.py"] and "flag.duplicate" in properties["carol.py"]
+    assert not [p for p in properties["frank.py"] if p and p.startswith("flag.")]
+
+    book = tmp_path / "book.json"
+    book.write_text(result.stdout)
+    table = " ".join(run_cli("grade-merge", str(book)).stdout.split())
+    assert "dave.py ⚑" in table and "frank.py ⚑" not in table
+    assert f"dave.py: a symlink to {REPO / 'solutions' / 'sigmoid.py'}: not run, 0 points" in table
+    assert "alice.py: identical to the reference solution" in table
+    assert f"out/eve.py: outside the class folder (it is {elsewhere / 'eve.py'})" in table

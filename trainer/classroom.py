@@ -29,7 +29,7 @@ import base64
 import json
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -39,6 +39,7 @@ from trainer.catalog import catalog_root
 from trainer.checking.report import CheckReport, StageResult, Verdict
 from trainer.errors import TrainerError
 from trainer.files import write_atomically
+from trainer.flags import Flag, not_run, placement_flags
 from trainer.gradebook import StageGrade, stage_grades
 from trainer.spec import Exercise
 from trainer.vocabulary import STAGE_BY_ID
@@ -314,19 +315,32 @@ def read_report(path: Path, exercise_id: str) -> CheckReport:
         raise NoReport(f"{not_a_report} ({error})") from None
 
 
+def scratch_flags(scratch: Path, repository: Path) -> list[Flag]:
+    """The student's file is a symlink, or lies outside the repository: it scores 0."""
+    if not scratch.is_symlink() and not scratch.exists():
+        return []
+    return placement_flags(scratch, repository)
+
+
 def classroom_result(
-    exercise: Exercise, report: CheckReport | None, problem: str = ""
+    exercise: Exercise, report: CheckReport | None, problem: str = "", flags: Sequence[Flag] = ()
 ) -> dict[str, Any]:
     """The reporter's document for one exercise: one test per stage in the maximum,
-    worth the stage's points. Without a report (``problem`` says why) every stage
-    fails with 0 points and the status is ``error``."""
-    if report is None:
+    worth the stage's points. Without a report (``problem`` says why), or for a file
+    that is a symlink or outside the repository (its ``flags``), every stage fails
+    with 0 points and the status is ``error``."""
+    refusal = not_run(flags)
+    if report is None or refusal:
+        why = "; ".join(flag.words() for flag in flags) if refusal else problem
+        what = "not graded" if refusal else "the check could not run"
         grades = stage_grades(exercise, None)
         tests = [
-            _test(exercise, grade, "error", f"{exercise.id}: the check could not run: {problem}")
-            for grade in grades
+            _test(exercise, grade, "error", f"{exercise.id}: {what}: {why}") for grade in grades
         ]
-        return _result("error", sum(grade.weight for grade in grades), tests)
+        document = _result("error", sum(grade.weight for grade in grades), tests)
+        if flags:
+            document["flags"] = [asdict(flag) for flag in flags]
+        return document
     grades = [grade for grade in stage_grades(exercise, report) if grade.counted]
     seconds = {stage.id: stage.seconds for stage in report.stages}
     tests = [

@@ -148,6 +148,14 @@ def _plain_relative(path: Path) -> str:
         return str(path)
 
 
+def _as_given(path: str) -> str:
+    """A submission's path as found, relative when it can be, links not followed: a
+    link's own name, not its target's."""
+    with contextlib.suppress(ValueError):
+        return str(Path(path).absolute().relative_to(Path.cwd()))
+    return path
+
+
 def _relative(path: Path) -> str:
     """A path for markup strings: relative when it can be, and escaped."""
     from rich.markup import escape
@@ -747,8 +755,11 @@ def grade_table(book: Gradebook, written: Sequence[Path] = ()) -> None:
             mark, style = marks.get(stage.verdict, ("?", ""))
             stages.append(mark, style=style)
         failure = f"{_stage_title(item.stage)}: {item.message}" if item.stage else item.message
+        name = _text(_as_given(item.submission))
+        if item.flags:
+            name.append(" ⚑", style="bold yellow")
         table.add_row(
-            _text(_plain_relative(Path(item.submission))),
+            name,
             _text(item.verdict, style=styles[item.verdict]),
             _text(f"{item.score}/{item.max_score}"),
             stages,
@@ -758,6 +769,12 @@ def grade_table(book: Gradebook, written: Sequence[Path] = ()) -> None:
     if book.grades:
         titles = ", ".join(s.title for s in book.grades[0].stages)
         out.print(_text(f"Stages, in order: {titles}.", style="dim"))
+    for item in book.grades:
+        for flag in item.flags:
+            out.print(
+                _text("⚑ ", style="bold yellow")
+                + _text(f"{_as_given(item.submission)}: {flag.words()}")
+            )
     passed = sum(g.verdict == "pass" for g in book.grades)
     share = f" (shard {book.shard[0]}/{book.shard[1]})" if book.shard[1] > 1 else ""
     out.print(f"{passed} of {len(book.grades)} submissions passed{share}.")

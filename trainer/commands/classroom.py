@@ -100,19 +100,30 @@ def result(
 
     One line, result=<base64 of the JSON>, for $GITHUB_OUTPUT; the stages and their
     points go to stderr (the step's log). A missing, empty or malformed report is
-    an error worth 0 points, never a pass. Exit code 0 whatever the verdict.
+    an error worth 0 points, never a pass; so is a scratch file that is a symlink or
+    lies outside the repository (run it at the repository's top). Exit code 0
+    whatever the verdict.
 
     Example: trainer classroom result sigmoid .trainer-results/sigmoid.json >> "$GITHUB_OUTPUT"
     """
-    from trainer.classroom import NoReport, classroom_result, output_line, read_report
+    from trainer.classroom import (
+        NoReport,
+        classroom_result,
+        output_line,
+        read_report,
+        scratch_flags,
+    )
 
     # Whatever opening the session prints (an interview's summary) goes to the log:
     # stdout is the step's output, where one stray line fails the step.
     with contextlib.redirect_stdout(sys.stderr):
         session = Session(ctx, workspace, exercises_dir)
         exercise = session.catalog.get(exercise_id)
+    # Run at the repository's top (the workflow does): a scratch file that is a symlink,
+    # or outside the repository, is not the student's work and scores 0.
+    flags = scratch_flags(session.workspace.scratch_path(exercise.id), Path.cwd())
     try:
-        document = classroom_result(exercise, read_report(report, exercise.id))
+        document = classroom_result(exercise, read_report(report, exercise.id), flags=flags)
     except NoReport as problem:
         reason = str(problem)
         scratch = session.workspace.scratch_path(exercise.id)
