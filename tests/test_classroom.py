@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from trainer.catalog import Catalog
 from trainer.classroom import decode_output, read_report
 from trainer.gradebook import grade_of
 from trainer.vocabulary import STAGE_BY_ID
+from trainer.wheel import wheel_name
 
 GOOD = (REPO / "solutions" / "sigmoid.py").read_text()
 WRONG = GOOD.replace("grad_output * output * (1 - output)", "output * (1 - output)")
@@ -107,9 +109,33 @@ def test_the_workflow_is_autograding_tests_with_a_step_per_exercise_that_the_rep
     }
     python = next(s for s in steps if s.get("uses", "").startswith("actions/setup-python"))
     assert python["with"]["python-version"] == "3.11"  # a string, not the float 3.11
-    install = next(s for s in steps if "pip install" in s.get("run", ""))["run"]
-    assert "--index-url https://download.pytorch.org/whl/cpu" in install
-    assert "pip install autograd-trainer" in install
+    torch = next(s for s in steps if s.get("name") == "Install a CPU build of torch")["run"]
+    assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in torch
+
+
+def test_init_puts_this_trainers_wheel_in_the_repository_and_the_workflow_installs_that_file(
+    tmp_path: Path,
+):
+    result = run_cli("classroom", "init", "sigmoid", "--dir", str(tmp_path))
+    assert result.exit_code == 0, result.stderr
+    (wheel,) = (tmp_path / ".github" / "classroom").glob("*.whl")
+    assert wheel.name == wheel_name() and zipfile.is_zipfile(wheel)
+    install = next(s for s in steps_of(tmp_path) if s.get("name") == "Install the trainer")
+    assert install["run"] == f"pip install .github/classroom/{wheel.name}\n"
+    setup = json.loads((tmp_path / AUTOGRADING).read_text())["tests"][0]["setup"]
+    assert setup.endswith(f".trainer-venv/bin/pip install .github/classroom/{wheel.name}")
+    assert "autograd-trainer" not in (tmp_path / WORKFLOW).read_text()  # on no index
+
+    other = tmp_path / "other"
+    other.mkdir()
+    given = "git+https://github.com/me/trainer@v1"
+    assert (
+        run_cli("classroom", "init", "sigmoid", "--dir", str(other), "--install", given).exit_code
+        == 0
+    )
+    install = next(s for s in steps_of(other) if s.get("name") == "Install the trainer")
+    assert install["run"] == f"pip install {given}\n"
+    assert not list(other.rglob("*.whl"))
 
 
 def test_autograding_json_gives_each_exercise_the_maximum_its_weights_allow(tmp_path: Path):

@@ -79,6 +79,7 @@ CASES = {
     "interview-stop": Case(("interview", "--stop"), r"Quiz score", prepare=_interview),
     "new": Case(("new", "quadruple", "--root", "more"), r"validate this exercise"),
     "classroom-init": Case(("classroom", "init", "sigmoid", "--dir", "."), r"points? in all"),
+    "wheel": Case(("wheel", "--dir", "dist"), r"Install it with: pip install"),
     "grade-merge": Case(
         ("grade-merge", "book.json"), r"1 of 1 submissions passed", prepare=_gradebook
     ),

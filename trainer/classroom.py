@@ -1,6 +1,10 @@
 """GitHub Classroom: the files that grade a class's repositories, and each check's result.
 
-``trainer classroom init`` writes two files into a template repository:
+``trainer classroom init`` writes three files into a template repository:
+
+* ``.github/classroom/autograd_trainer-VERSION-py3-none-any.whl``, the running
+  trainer's wheel (:mod:`trainer.wheel`): the package is on no index, so the
+  workflow installs this file (``--install`` names something else instead);
 
 * ``.github/workflows/classroom.yml``, the workflow Classroom's current autograding
   runs. It is named ``Autograding Tests``, as Classroom expects; each exercise is a
@@ -51,9 +55,21 @@ WORKFLOW_NAME = "Autograding Tests"
 REPORTER = "classroom-resources/autograding-grading-reporter@v1"
 PYTHON_VERSION = "3.11"
 # A CPU build, as the Makefile installs: pip would otherwise resolve the package's
-# torch>=2.1 to a multi-GB CUDA build.
-TORCH_INSTALL = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
-DEFAULT_INSTALL = "autograd-trainer"
+# torch>=2.1 to a multi-GB CUDA build. The workflow falls back to the default index
+# where PyTorch's is out of reach (a mirror), as the Makefile does.
+TORCH_SPEC = "torch==2.13.0"
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+TORCH_INSTALL = f"pip install {TORCH_SPEC} --index-url {CPU_INDEX}"
+TORCH_STEP = (
+    f"if python -c \"import urllib.request; urllib.request.urlopen('{CPU_INDEX}/', timeout=10)\""
+    " 2>/dev/null; then\n"
+    f"  {TORCH_INSTALL}\n"
+    "else\n"
+    f"  pip install {TORCH_SPEC}  # PyTorch's index is out of reach: the default index\n"
+    "fi\n"
+)
+# The trainer is not on a package index: the repository carries its wheel (trainer wheel).
+WHEEL_FOLDER = PurePosixPath(".github/classroom")
 # Where the workflow keeps each check's report (in the runner's checkout, never committed).
 RESULTS_DIR = ".trainer-results"
 # The older autograder runs its tests in a plain shell: the trainer goes into a venv there.
@@ -159,11 +175,12 @@ def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _represent_text)
 
 
-def install_script(install: str) -> str:
-    return f"{TORCH_INSTALL}\npip install {install}\n"
+def wheel_install(wheel: str) -> str:
+    """What ``pip install`` gets for the wheel the repository carries."""
+    return f"{WHEEL_FOLDER}/{wheel}"
 
 
-def workflow(exercises: Sequence[ClassroomExercise], install: str = DEFAULT_INSTALL) -> str:
+def workflow(exercises: Sequence[ClassroomExercise], install: str) -> str:
     """``.github/workflows/classroom.yml``: one step per exercise, then the reporter."""
     steps: list[dict[str, Any]] = [
         {"name": "Check out the submission", "uses": "actions/checkout@v4"},
@@ -172,7 +189,8 @@ def workflow(exercises: Sequence[ClassroomExercise], install: str = DEFAULT_INST
             "uses": "actions/setup-python@v5",
             "with": {"python-version": PYTHON_VERSION},
         },
-        {"name": "Install torch and the trainer", "run": install_script(install)},
+        {"name": "Install a CPU build of torch", "run": TORCH_STEP},
+        {"name": "Install the trainer", "run": f"pip install {install}\n"},
     ]
     for item in exercises:
         steps.append(
@@ -219,7 +237,7 @@ def results_variable(step_id: str) -> str:
     return f"{step_id.upper()}_RESULTS"
 
 
-def autograding_json(exercises: Sequence[ClassroomExercise], install: str = DEFAULT_INSTALL) -> str:
+def autograding_json(exercises: Sequence[ClassroomExercise], install: str) -> str:
     """``.github/classroom/autograding.json``, the older autograder's tests: one per
     exercise, all its points or none. The first test installs the trainer in a venv."""
     venv = f"{OLD_VENV}/bin"
@@ -243,7 +261,7 @@ def autograding_json(exercises: Sequence[ClassroomExercise], install: str = DEFA
 
 
 def classroom_files(
-    exercises: Sequence[ClassroomExercise], install: str = DEFAULT_INSTALL
+    exercises: Sequence[ClassroomExercise], install: str
 ) -> dict[PurePosixPath, str]:
     """What ``init`` writes, by path in the repository."""
     return {
@@ -252,13 +270,19 @@ def classroom_files(
     }
 
 
-def write_files(folder: Path, files: dict[PurePosixPath, str], force: bool = False) -> list[Path]:
+def write_files(
+    folder: Path,
+    files: dict[PurePosixPath, str],
+    force: bool = False,
+    also: Sequence[PurePosixPath] = (),
+) -> list[Path]:
     """Write ``files`` under ``folder``; an existing file only with ``force``, and
-    nothing at all when one exists without it."""
+    nothing at all when one exists without it (nor one of ``also``, which the caller
+    writes next)."""
     if not folder.is_dir():
         raise TrainerError(f"no folder {folder}. Give --dir the repository's folder.")
     paths = [folder / relative for relative in files]
-    existing = [path for path in paths if path.exists()]
+    existing = [path for path in [*paths, *(folder / p for p in also)] if path.exists()]
     if existing and not force:
         names = " and ".join(str(path) for path in existing)
         it, exists = ("it", "exists") if len(existing) == 1 else ("them", "exist")

@@ -782,6 +782,11 @@ def grade_table(book: Gradebook, written: Sequence[Path] = ()) -> None:
         out.print(f"Written: [bold]{_relative(path)}[/].")
 
 
+def wheel_written(path: Path) -> None:
+    out.print(f"wrote [bold]{_relative(path)}[/]")
+    out.print(_text(f"Install it with: pip install {_plain_relative(path)}"), soft_wrap=True)
+
+
 def classroom_written(files: Sequence[Path], points: Sequence[tuple[str, int]]) -> None:
     """What ``classroom init`` wrote, and what each exercise is worth."""
     for path in files:
