@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from trainer.catalog import requires_problems, solution_path, wrong_variant_path
-from trainer.checking.report import CheckReport
+from trainer.checking.report import CheckReport, Verdict
 from trainer.checking.runner import CheckingService, run_check
 from trainer.content_rules import (
     AnswerShares,
@@ -58,7 +58,7 @@ class Validation:
     variants: list[VariantResult] = field(default_factory=list)
     # Broken content rules (trainer.content_rules): shown, never a failure.
     warnings: list[str] = field(default_factory=list)
-    # The untouched stub's check, as it ran (first failure only): where it fails, and why.
+    # The untouched stub's check, every stage: where it fails, and why.
     stub_report: CheckReport | None = field(default=None, repr=False)
 
     @property
@@ -77,6 +77,19 @@ def _first_failure(report: CheckReport) -> tuple[str | None, str | None, str]:
         return None, None, ""
     mistake = (failure.diagnosis or {}).get("mistake")
     return failure.id, mistake if isinstance(mistake, str) else None, failure.message
+
+
+def _stub_points(exercise: Exercise, report: CheckReport) -> str:
+    """Empty when the stub's passed stages are worth nothing; else what it would earn."""
+    weights = exercise.stage_weights()
+    earned = [s.id for s in report.stages if s.verdict is Verdict.PASS and weights.get(s.id)]
+    if not earned:
+        return ""
+    points = sum(weights[stage] for stage in earned)
+    return (
+        f"the untouched stub earns {points} points in a grade (it passes {', '.join(earned)}): "
+        "make the stub fail those stages, or give them weight 0 (weights:)"
+    )
 
 
 def shared_quiz_paths(roots: Sequence[Path]) -> list[Path]:
@@ -208,14 +221,15 @@ def validate(
 
                 for index in sorted(range(len(checks)), key=turn):
                     _, kind, exercise, file, _ = checks[index]
-                    # A file that must fail is judged by its first failure: skip the rest.
+                    # A wrong variant is judged by its first failure: skip the rest. The
+                    # stub runs every stage: one it passes must be worth no points.
                     futures[index] = pool.submit(
                         run_check,
                         exercise,
                         file,
                         solution=solution_path(exercise),
                         service=warm,
-                        stop_after_failure=kind != "solution",
+                        stop_after_failure=kind == "variant",
                         catalogue_file=True,
                     )
                     if on_done is not None:
@@ -230,7 +244,7 @@ def validate(
             for result, exercise in loaded:
                 result.warnings = warnings[exercise.id]
 
-            for index, (result, kind, _, _, variant) in enumerate(checks):
+            for index, (result, kind, exercise, _, variant) in enumerate(checks):
                 try:
                     report = futures[index].result()
                 except TrainerError as error:
@@ -247,6 +261,8 @@ def validate(
                     result.stub_report = report
                     if stage is None:
                         result.stub = "the untouched stub passes every stage: it must fail"
+                    else:
+                        result.stub = _stub_points(exercise, report)
                 elif kind == "solution" and stage is not None:
                     result.solution = f"the reference solution fails at {stage}: {message}"
                 elif kind == "variant" and variant is not None:

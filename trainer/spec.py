@@ -496,6 +496,11 @@ def _weights(node: _Node) -> dict[str, int]:
         if key not in STAGE_BY_ID:
             raise child.fail(f"{key!r} is not a stage; the stages are: {', '.join(STAGE_IDS)}")
         weights[str(key)] = child.integer(minimum=0)
+        if STAGE_BY_ID[key].with_stub and weights[str(key)]:
+            raise child.fail(
+                f"the stub passes {key!r} (its forward is given), so it is worth 0 points: "
+                "a grade counts only what a learner writes. Weight the other stages"
+            )
     return weights
 
 
