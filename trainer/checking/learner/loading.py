@@ -335,6 +335,9 @@ def explain_learner_error(error: BaseException, path: Path, during: str) -> tupl
     stopped = protection_words(error)
     if stopped:
         return f"{during} {stopped}", frames
+    unsaved = _fewer_saved_than_read(error, path)
+    if unsaved:
+        return f"{during} {unsaved}", frames
     if _out_of_memory(error):
         return f"{during} {out_of_memory_words()}", frames
     if isinstance(error, SystemExit):
@@ -349,6 +352,51 @@ def explain_learner_error(error: BaseException, path: Path, during: str) -> tupl
     if during == "forward":
         return f"torch rejected what forward did: {describe_exception(error)}", []
     return f"{during} raised {describe_exception(error)}", []
+
+
+def _fewer_saved_than_read(error: BaseException, path: Path) -> str | None:
+    """The commonest beginner bug, named: backward unpacks or indexes ``ctx.saved_tensors``
+    (a ValueError of unpacking, an IndexError) and forward saved fewer tensors than that
+    (nothing, often: ``ctx.save_for_backward`` was never called). Told from the failing
+    line of the learner's file and the ctx in that frame, not from the error's words."""
+    if not isinstance(error, ValueError | IndexError):
+        return None
+    frame = None
+    tb = error.__traceback__
+    while tb is not None:
+        if Path(tb.tb_frame.f_code.co_filename) == path:
+            frame = tb
+        tb = tb.tb_next
+    if frame is None:
+        return None
+    lines = traceback.extract_tb(error.__traceback__)
+    line = next(
+        (
+            f.line or ""
+            for f in reversed(lines)
+            if Path(f.filename) == path and f.lineno == frame.tb_lineno
+        ),
+        "",
+    )
+    if "saved_tensors" not in line:
+        return None
+    ctx = frame.tb_frame.f_locals.get("ctx")
+    try:
+        saved = len(ctx.saved_tensors) if ctx is not None else None
+    except Exception:  # the learner's ctx may be anything
+        saved = None
+    what = (
+        "nothing"
+        if saved == 0
+        else f"{saved} tensor{'s' * (saved != 1)}"
+        if saved
+        else "fewer tensors"
+    )
+    return (
+        f"reads more from ctx.saved_tensors than forward saved ({what}): call "
+        "ctx.save_for_backward(...) in forward with every tensor backward needs, in the "
+        "order backward unpacks them"
+    )
 
 
 # -- host protection (issue 16): what it stopped, named ------------------------------------
