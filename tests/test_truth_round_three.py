@@ -7,6 +7,7 @@ Each wrong file is one a learner writes; each right file is an odd but legal sty
 from __future__ import annotations
 
 import pytest
+import torch
 
 from tests.test_truth import check, first_failure, service
 
@@ -188,3 +189,127 @@ def test_a_wrong_count_is_named_with_forwards_real_inputs(service, tmp_path, ret
     assert failed is not None
     text = " ".join([failed.message, *failed.details])
     assert words in text, text
+
+
+# -- reports that name the real mistake ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("forward_saves", "backward_reads", "saved"),
+    [
+        ("", "(y,) = ctx.saved_tensors", "nothing"),
+        ("", "y = ctx.saved_tensors[0]", "nothing"),
+        ("ctx.save_for_backward(y)", "y, x = ctx.saved_tensors", "1 tensor"),
+    ],
+    ids=["unpacks nothing", "indexes nothing", "unpacks more"],
+)
+def test_forgetting_save_for_backward_is_named(
+    service, tmp_path, forward_saves, backward_reads, saved
+):
+    """The commonest beginner bug gets its name, not "not enough values to unpack"."""
+    source = f"""
+        import torch
+
+
+        class MySigmoid(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                y = torch.sigmoid(x)
+                {forward_saves or "pass"}
+                return y
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                {backward_reads}
+                return grad_output * y * (1 - y)
+    """
+    stage, message, _ = first_failure(check(service, tmp_path, "sigmoid", source))
+    assert stage == "backward", message
+    assert f"reads more from ctx.saved_tensors than forward saved ({saved})" in message, message
+    assert "ctx.save_for_backward(" in message
+
+
+def test_a_softmax_without_the_max_shift_is_named_0_over_0(service, tmp_path):
+    source = """
+        import torch
+
+
+        class MySoftmax(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, dim):
+                e = torch.exp(x)
+                y = e / e.sum(dim, keepdim=True)
+                ctx.save_for_backward(y)
+                ctx.dim = dim
+                return y
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                (y,) = ctx.saved_tensors
+                return y * (grad_output - (grad_output * y).sum(ctx.dim, keepdim=True)), None
+    """
+    stage, message, _ = first_failure(check(service, tmp_path, "softmax", source))
+    assert stage == "stability", message
+    assert "nan" in message and "0/0" in message, message
+
+
+def test_a_softplus_that_overflows_is_named_an_overflow(service, tmp_path):
+    source = """
+        import torch
+
+
+        class MySoftplus(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return torch.log(1 + torch.exp(x))
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                (x,) = ctx.saved_tensors
+                return grad_output * torch.sigmoid(x)
+    """
+    stage, message, _ = first_failure(check(service, tmp_path, "softplus", source))
+    assert stage == "stability", message
+    assert "inf" in message and "an overflow" in message, message
+
+
+class _Run:
+    """What ``stability._reason`` reads of a run: its arguments and dtype."""
+
+    def __init__(self, x: torch.Tensor, dtype: torch.dtype) -> None:
+        self.args = (x,)
+        self.dtype = dtype
+
+
+def _reason_for(x: torch.Tensor, expected: torch.Tensor, got: torch.Tensor) -> str:
+    from trainer.checking.trusted.compare import Mismatch
+    from trainer.checking.trusted.stability import _reason
+
+    wrong = (got - expected).abs() > 1e-6 * (1 + expected.abs())
+    mismatch = Mismatch("grad for `x` is wrong", wrong=wrong)
+    return _reason(_Run(x, got.dtype), mismatch, x.shape, (expected, got))  # type: ignore[arg-type]
+
+
+def test_the_domain_reason_is_the_one_the_evidence_supports():
+    x = torch.tensor([-60.0, -2.0, -0.5, 0.0, 0.5, 2.0, 60.0, 80.0], dtype=torch.float64)
+    expected = torch.sigmoid(x) * (1 - torch.sigmoid(x))
+
+    large = expected.clone()
+    large[x.abs() > 50] = 0.5  # a shortcut for large inputs
+    assert "only at large inputs" in _reason_for(x, expected, large)
+
+    tied = torch.tensor([1.0, 3.0, 3.0, -2.0, 0.5, 0.7], dtype=torch.float64)
+    wrong_at_ties = tied.clone()
+    wrong_at_ties[1:3] = torch.tensor([3.0, 0.0])  # both to the first, say, of a tie
+    assert "only where inputs are equal" in _reason_for(
+        tied, torch.tensor([1.0, 1.5, 1.5, -2.0, 0.5, 0.7], dtype=torch.float64), wrong_at_ties
+    )
+
+    offset = torch.linspace(299.0, 301.0, 8, dtype=torch.float32)
+    truth = torch.linspace(-1.0, 1.0, 8, dtype=torch.float32)
+    assert "cancellation" in _reason_for(offset, truth, truth * 1.01)
+
+    scattered = expected.clone()
+    scattered[2] = 1.0  # wrong at a small input, badly: no evidence for any reason
+    assert _reason_for(x, expected, scattered) == ""
