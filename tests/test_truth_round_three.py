@@ -313,3 +313,114 @@ def test_the_domain_reason_is_the_one_the_evidence_supports():
     scattered = expected.clone()
     scattered[2] = 1.0  # wrong at a small input, badly: no evidence for any reason
     assert _reason_for(x, expected, scattered) == ""
+
+
+def test_running_out_of_memory_on_a_materialised_jacobian_says_so(service, tmp_path):
+    """A softmax backward that builds each row's Jacobian (diag_embed − y yᵀ) runs out of
+    memory on a (100, 1000) case under a 256 MiB cap: the message names the Jacobian,
+    not only the memory."""
+    from tests.conftest import CATALOG
+    from trainer.checking.runner import run_check
+
+    path = tmp_path / "softmax.py"
+    path.write_text(
+        "import torch\n\n\n"
+        "class MySoftmax(torch.autograd.Function):\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, x, dim):\n"
+        "        y = torch.softmax(x, dim)\n"
+        "        ctx.save_for_backward(y)\n"
+        "        ctx.dim = dim\n"
+        "        return y\n\n"
+        "    @staticmethod\n"
+        "    def backward(ctx, grad_output):\n"
+        "        (y,) = ctx.saved_tensors\n"
+        "        yl, gl = y.movedim(ctx.dim, -1), grad_output.movedim(ctx.dim, -1)\n"
+        "        jac = torch.diag_embed(yl) - yl.unsqueeze(-1) * yl.unsqueeze(-2)\n"
+        "        return (jac @ gl.unsqueeze(-1)).squeeze(-1).movedim(-1, ctx.dim), None\n"
+    )
+    report = run_check(CATALOG.get("softmax"), path, service=service, memory_limit_mb=256)
+    failed = report.first_failure
+    assert failed is not None and failed.id == "backward", report.stages
+    assert "ran out of memory" in failed.message and "materialised Jacobian" in failed.message
+
+
+def test_a_float64_mismatch_shows_the_digits_that_differ():
+    from trainer.checking.trusted.compare import compare_tensor
+    from trainer.spec import Tolerance
+
+    expected = torch.tensor([-0.0423668012], dtype=torch.float64)
+    got = torch.tensor([-0.0423667512], dtype=torch.float64)
+    mismatch = compare_tensor("grad", expected, got, Tolerance(rtol=1e-7, atol=1e-9))
+    assert mismatch is not None
+    assert "expected -0.04236680, got -0.04236675" in mismatch.detail, mismatch.detail
+
+
+def test_an_error_map_with_every_element_wrong_says_so():
+    from trainer.checking.trusted.pictures import _map_pattern
+
+    want = torch.ones(3, 3)
+    have = torch.rand(3, 3) + 2.0
+    wrong = torch.ones(3, 3, dtype=torch.bool)
+    seen = _map_pattern(want, have, want.shape, have.shape, wrong, "unknown")
+    assert seen.startswith("wrong at every element (9 of 9)"), seen
+    columns = wrong.clone()
+    columns[:, 1] = False
+    assert _map_pattern(want, have, want.shape, have.shape, columns, "unknown").startswith(
+        "whole columns wrong (2 of 3)"
+    )
+
+
+def test_the_forward_failure_shown_first_is_the_largest(service, tmp_path):
+    """A float64 rounding slip in the first run and an error of 3.0 in a later one: the
+    report leads with the 3.0 (an ignored mask, say), not with the slip."""
+    source = """
+        import torch
+
+
+        class MySigmoid(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                y = torch.sigmoid(x)
+                if x.dim() == 1 and x.dtype == torch.float64:
+                    y = y + 1e-6
+                if x.dim() == 3:
+                    y = y + 3.0
+                ctx.save_for_backward(y)
+                return y
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                (y,) = ctx.saved_tensors
+                return grad_output * y * (1 - y)
+    """
+    stage, message, _ = first_failure(check(service, tmp_path, "sigmoid", source))
+    assert stage == "forward", message
+    assert "(2, 3, 4)" in message, message
+
+
+def test_a_kink_failure_far_from_the_kink_is_not_called_close_to_it(service, tmp_path):
+    """A ReLU whose slope doubles above 0.5: in the kink stage the worst element is about
+    2 away from the kink at 0, which is not "close to the kink"."""
+    source = """
+        import torch
+
+
+        class MyReLU(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x.clamp(min=0)
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                (x,) = ctx.saved_tensors
+                slope = (x > 0).to(grad_output.dtype)
+                return grad_output * torch.where(x > 0.5, 2 * slope, slope)
+    """
+    report = check(service, tmp_path, "relu", source)
+    kinks = next(s for s in report.stages if s.id == "kinks")
+    assert kinks.verdict.value == "fail"
+    assert kinks.message.startswith("away from the kinks"), kinks.message
+    assert "close to the kink" not in kinks.message
+    assert (kinks.diagnosis or {}).get("mistake") != "near_kink"

@@ -142,6 +142,42 @@ def _out_of_memory(error: BaseException) -> bool:
     return isinstance(error, MemoryError) or "can't allocate memory" in str(error)
 
 
+def _jacobian_words(error: BaseException, path: Path) -> str | None:
+    """An out-of-memory error in backward whose tensors are small: what ran out is of the
+    order of their size squared, a materialised Jacobian. Told from the sizes of the
+    tensors in the learner's failing frame and the cap, not from the error's words."""
+    if not MEMORY_LIMIT_MB:
+        return None
+    tb = error.__traceback__
+    frame = None
+    while tb is not None:
+        if Path(tb.tb_frame.f_code.co_filename) == path:
+            frame = tb.tb_frame
+        tb = tb.tb_next
+    if frame is None:
+        return None
+    try:
+        sizes = [
+            (int(v.numel()), int(v.element_size()))
+            for v in frame.f_locals.values()
+            if type(v).__name__ in ("Tensor", "Parameter") and hasattr(v, "numel")
+        ]
+    except Exception:  # the learner's locals may be anything
+        return None
+    if not sizes:
+        return None
+    n, size = max(sizes)
+    cap = MEMORY_LIMIT_MB * 1024 * 1024
+    if n * size * 64 > cap or n * n * size < cap // 4:
+        return None  # the tensors themselves are large, or their square fits
+    return (
+        f"ran out of memory though its tensors hold {n:,} elements at most: it built "
+        "something far larger, of the order of their size squared. A materialised Jacobian "
+        "(diag_embed, an outer product, torch.eye(n))? Multiply grad_output through the "
+        "Jacobian's formula instead of building the matrix"
+    )
+
+
 def out_of_memory_words() -> str:
     cap = (
         f"the check's cap of {MEMORY_LIMIT_MB} MiB above what torch itself uses"
@@ -339,7 +375,8 @@ def explain_learner_error(error: BaseException, path: Path, during: str) -> tupl
     if unsaved:
         return f"{during} {unsaved}", frames
     if _out_of_memory(error):
-        return f"{during} {out_of_memory_words()}", frames
+        jacobian = _jacobian_words(error, path) if during == "backward" else None
+        return f"{during} {jacobian or out_of_memory_words()}", frames
     if isinstance(error, SystemExit):
         return f"your code called sys.exit({error.code!r}) during {during}", frames
     if isinstance(error, RecursionError):

@@ -87,6 +87,7 @@ class Failure:
     details: list[str] = field(default_factory=list)
     diagnosis: dict[str, Any] | None = None
     pictures: list[dict[str, Any]] = field(default_factory=list)
+    severity: float = 0.0  # how wrong (compare.Mismatch.severity): the largest is shown first
 
     @property
     def same_for_every_run(self) -> bool:
