@@ -5,6 +5,12 @@ VENV ?= .venv
 # Installed before the package so that pip never resolves `torch>=2.1` to a
 # multi-GB CUDA build. Override, e.g. `make TORCH_SPEC='torch==2.5.1' test`.
 TORCH_SPEC ?= torch==2.13.0
+# Where torch comes from. `auto`: PyTorch's CPU wheel index when it answers within
+# 3 s (a ~200 MB CPU build), else pip's default index (on PyPI for Linux, the CUDA
+# build). A URL: that index, e.g. https://download.pytorch.org/whl/cu124.
+# `default`: pip's default index.
+TORCH_INDEX ?= auto
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
@@ -12,7 +18,14 @@ STAMP := $(VENV)/.installed
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet "$(TORCH_SPEC)" numpy
+	@index='$(TORCH_INDEX)'; \
+	if [ "$$index" = auto ]; then \
+		if $(PYTHON) tools/reachable.py '$(TORCH_CPU_INDEX)/' 3; then index='$(TORCH_CPU_INDEX)'; \
+		else index=default; echo "note: $(TORCH_CPU_INDEX) is out of reach: torch from pip's default index"; fi; \
+	fi; \
+	if [ "$$index" = default ]; then set -x; $(BIN)/python -m pip install --quiet "$(TORCH_SPEC)"; \
+	else set -x; $(BIN)/python -m pip install --quiet "$(TORCH_SPEC)" --index-url "$$index"; fi
+	$(BIN)/python -m pip install --quiet numpy
 	$(BIN)/python -m pip install --quiet -e ".[dev]"
 	touch $(STAMP)
 

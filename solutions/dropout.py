@@ -21,7 +21,8 @@ class MyDropout(torch.autograd.Function):
         (mask,) = ctx.saved_tensors
         grad_x = None
         if ctx.needs_input_grad[0]:
-            # The same scaling as forward, applied to the upstream gradient; the
-            # result takes grad_output's dtype whatever the mask's dtype is.
+            # The same scaling as forward, applied to the upstream gradient; with
+            # an integer or bool mask the result takes grad_output's dtype (a
+            # float mask wider than grad_output would promote it).
             grad_x = grad_output * mask / (1 - ctx.p)
         return grad_x, None, None

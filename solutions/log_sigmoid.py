@@ -22,6 +22,7 @@ class MyLogSigmoid(torch.autograd.Function):
     def backward(ctx, grad_output):
         (x,) = ctx.saved_tensors
         # d/dx log(sigmoid(x)) = 1 - sigmoid(x) = sigmoid(-x). torch.sigmoid is
-        # stable at both ends (1 for x -> -inf, 0 for x -> +inf), unlike
-        # exp(-x) / (1 + exp(-x)), which is inf / inf = nan for very negative x.
+        # stable at both ends (sigmoid(-x) is 1 for x -> -inf, 0 for x -> +inf),
+        # unlike exp(-x) / (1 + exp(-x)), which is inf / inf = nan for very
+        # negative x.
         return grad_output * torch.sigmoid(-x)

@@ -55,6 +55,7 @@ class Terminal:
         )
         os.close(slave)
         self.output = ""
+        self.mode = termios.tcgetattr(self.master)  # the terminal's mode before the command
 
     def _read(self, timeout: float) -> bool:
         ready, _, _ = select.select([self.master], [], [], timeout)
@@ -94,6 +95,22 @@ class Terminal:
         while self._read(0.05):
             pass
         return self.process.wait(timeout=1)
+
+    def left_changed(self) -> list[str]:
+        """How the command left the terminal other than it found it: a cursor hidden and
+        not shown again, the alternate screen still on, another mode (raw, no echo)."""
+        changed = []
+        output = self.output
+        if output.rfind("\x1b[?25l") > output.rfind("\x1b[?25h"):
+            changed.append("the cursor is left hidden")
+        if output.rfind("\x1b[?1049h") > output.rfind("\x1b[?1049l"):
+            changed.append("the alternate screen is left on")
+        mode = termios.tcgetattr(self.master)
+        for name in ("ICANON", "ECHO", "ISIG"):
+            flag = getattr(termios, name)
+            if (mode[3] & flag) != (self.mode[3] & flag):
+                changed.append(f"{name} is {'on' if mode[3] & flag else 'off'}")
+        return changed
 
     def close(self) -> None:
         if self.process.poll() is None:

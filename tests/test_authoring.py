@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 import trainer.authoring
 from tests.conftest import CATALOG, REPO, run_cli, shared_service
@@ -127,6 +128,45 @@ def test_validate_reports_a_wrong_solution_a_passing_stub_and_a_misdeclared_vari
     assert "the reference solution fails at backward" in problems
     assert "the untouched stub passes every stage" in problems
     assert "expected backward/sign_flipped, got backward/no_grad_output" in problems
+
+
+AUTOGRAD_STUB = """\
+import torch
+
+
+class MyTriple(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return 3 * x
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        with torch.enable_grad():
+            leaf = x.detach().requires_grad_()
+            (grad,) = torch.autograd.grad(3 * leaf, leaf, grad_output)
+        return grad
+"""
+
+
+def test_validate_fails_a_spec_whose_stub_passes_a_stage_worth_points(scaffold: Path):
+    """A stub whose backward is right but calls autograd fails by_hand and passes the
+    other stages: a grade would give it their points for nothing."""
+    spec = scaffold / "exercises" / "triple.yaml"
+    data = yaml.safe_load(spec.read_text())
+    data["stub"] = AUTOGRAD_STUB
+    spec.write_text(yaml.safe_dump(data, sort_keys=False))
+    result = run_cli("validate", str(spec), "--json")
+    assert result.exit_code == 1, result.stdout
+    (found,) = result.json()["specs"]
+    weights = load_exercise(spec).stage_weights()
+    earned = ("backward", "contract", "state", "stability", "gradcheck")
+    points = sum(weights[stage] for stage in earned)
+    assert found["problems"] == [
+        f"the untouched stub earns {points} points in a grade (it passes {', '.join(earned)}): "
+        "make the stub fail those stages, or give them weight 0 (weights:)"
+    ]
 
 
 def test_validate_reports_a_broken_spec_by_file_and_field(tmp_path: Path):

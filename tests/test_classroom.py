@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from trainer.catalog import Catalog
 from trainer.classroom import decode_output, read_report
 from trainer.gradebook import grade_of
 from trainer.vocabulary import STAGE_BY_ID
+from trainer.wheel import wheel_name
 
 GOOD = (REPO / "solutions" / "sigmoid.py").read_text()
 WRONG = GOOD.replace("grad_output * output * (1 - output)", "output * (1 - output)")
@@ -107,9 +109,33 @@ def test_the_workflow_is_autograding_tests_with_a_step_per_exercise_that_the_rep
     }
     python = next(s for s in steps if s.get("uses", "").startswith("actions/setup-python"))
     assert python["with"]["python-version"] == "3.11"  # a string, not the float 3.11
-    install = next(s for s in steps if "pip install" in s.get("run", ""))["run"]
-    assert "--index-url https://download.pytorch.org/whl/cpu" in install
-    assert "pip install autograd-trainer" in install
+    torch = next(s for s in steps if s.get("name") == "Install a CPU build of torch")["run"]
+    assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in torch
+
+
+def test_init_puts_this_trainers_wheel_in_the_repository_and_the_workflow_installs_that_file(
+    tmp_path: Path,
+):
+    result = run_cli("classroom", "init", "sigmoid", "--dir", str(tmp_path))
+    assert result.exit_code == 0, result.stderr
+    (wheel,) = (tmp_path / ".github" / "classroom").glob("*.whl")
+    assert wheel.name == wheel_name() and zipfile.is_zipfile(wheel)
+    install = next(s for s in steps_of(tmp_path) if s.get("name") == "Install the trainer")
+    assert install["run"] == f"pip install .github/classroom/{wheel.name}\n"
+    setup = json.loads((tmp_path / AUTOGRADING).read_text())["tests"][0]["setup"]
+    assert setup.endswith(f".trainer-venv/bin/pip install .github/classroom/{wheel.name}")
+    assert "autograd-trainer" not in (tmp_path / WORKFLOW).read_text()  # on no index
+
+    other = tmp_path / "other"
+    other.mkdir()
+    given = "git+https://github.com/me/trainer@v1"
+    assert (
+        run_cli("classroom", "init", "sigmoid", "--dir", str(other), "--install", given).exit_code
+        == 0
+    )
+    install = next(s for s in steps_of(other) if s.get("name") == "Install the trainer")
+    assert install["run"] == f"pip install {given}\n"
+    assert not list(other.rglob("*.whl"))
 
 
 def test_autograding_json_gives_each_exercise_the_maximum_its_weights_allow(tmp_path: Path):
@@ -219,7 +245,38 @@ def test_the_step_gives_a_wrong_backward_the_points_of_the_stages_it_passed(
     backward = by_name["sigmoid: Backward parity"]
     assert backward["status"] == "fail" and backward["score"] == 0
     assert "grad_output" in backward["message"]
-    assert by_name["sigmoid: Forward parity"]["score"] == 2  # its weight
+    assert by_name["sigmoid: Backward contract"]["score"] == 1  # its weight
+    forward = by_name["sigmoid: Forward parity"]  # passed, but it comes with the stub
+    assert (forward["status"], forward["score"]) == ("pass", 0)
+
+
+def test_the_step_gives_the_untouched_stub_0_points_of_a_maximum_the_learner_must_earn(
+    student_repo: Path, tmp_path: Path
+):
+    result = run_step(student_repo, "sigmoid", tmp_path)
+    passed = [test["name"] for test in result["tests"] if test["status"] == "pass"]
+    assert passed == ["sigmoid: Load and structure", "sigmoid: Forward parity"]
+    assert score(result) == 0
+    points = json.loads((student_repo / AUTOGRADING).read_text())["tests"][0]["points"]
+    weights = CATALOG.get("sigmoid").stage_weights()
+    earned = sum(w for s, w in weights.items() if s not in ("load", "forward", "cuda"))
+    assert result["max_score"] == points == earned > 0
+
+
+def test_the_step_gives_a_scratch_file_linked_to_the_reference_0_points_and_a_flag(
+    student_repo: Path, tmp_path: Path
+):
+    scratch = student_repo / "trainer-workspace" / "sigmoid.py"
+    scratch.unlink()
+    scratch.symlink_to(REPO / "solutions" / "sigmoid.py")
+    result = run_step(student_repo, "sigmoid", tmp_path)
+    assert (result["status"], score(result)) == ("error", 0)
+    assert result["max_score"] == maximum(CATALOG.get("sigmoid").stage_weights())
+    assert result["flags"] == [
+        {"kind": "symlink", "matched": str(REPO / "solutions" / "sigmoid.py")}
+    ]
+    assert all("not graded: a symlink to" in test["message"] for test in result["tests"])
+    assert "grad_output * output" not in json.dumps(result)  # nothing of the reference
 
 
 def test_the_step_reports_a_missing_scratch_file_as_an_error_worth_nothing(
@@ -372,3 +429,27 @@ def test_result_does_not_import_torch(tmp_path: Path):
     lines = done.stdout.splitlines()
     assert lines[0].startswith("result="), done.stderr
     assert lines[-1] == "False"
+
+
+def test_the_readme_recipe_commits_the_workflow_and_the_stubs_but_not_the_workspace_bookkeeping(
+    tmp_path: Path,
+):
+    repo = tmp_path / "template"
+    repo.mkdir()
+    git = ["git", "-C", str(repo)]
+    subprocess.run([*git, "init", "-q"], check=True)
+    assert run_cli("classroom", "init", "sigmoid", "relu", "--dir", str(repo)).exit_code == 0
+    workspace = repo / "trainer-workspace"
+    for exercise_id in ("sigmoid", "relu"):
+        assert run_cli("-w", str(workspace), "start", exercise_id).exit_code == 0
+    assert (workspace / ".trainer-state.json").is_file()
+    assert (workspace / ".trainer-state.lock").is_file()
+    subprocess.run([*git, "add", ".github", "trainer-workspace"], check=True)
+    staged = subprocess.run(
+        [*git, "diff", "--cached", "--name-only"], capture_output=True, text=True, check=True
+    ).stdout.split()
+    assert {name for name in staged if name.startswith("trainer-workspace/")} == {
+        "trainer-workspace/.gitignore",
+        "trainer-workspace/sigmoid.py",
+        "trainer-workspace/relu.py",
+    }

@@ -237,5 +237,5 @@ def test_quiz_concepts_asks_the_shared_questions_and_keeps_the_best_score():
     answers = "1\n" * 20
     result = run_cli("quiz", "concepts", "--seed", "0", input=answers)
     assert result.exit_code == 0, result.stdout
-    assert "Question 1 of 9." in result.stdout  # the concepts quiz, not an exercise's
-    assert "of 9. Best so far:" in result.stdout
+    assert "Question 1 of 14." in result.stdout  # the concepts quiz, not an exercise's
+    assert "of 14. Best so far:" in result.stdout

@@ -1,5 +1,6 @@
-"""Content rules: the right answer is not the longest choice, questions are not repeated
-across exercises, and the last hint gives a formula rather than code."""
+"""Content rules: right answers neither the longest nor the shortest choice too often,
+questions and ideas not repeated across exercises, hints that keep the formula for the
+last one and give no code, statements that name every stage."""
 
 from __future__ import annotations
 
@@ -20,18 +21,29 @@ from trainer.authoring import (
 )
 from trainer.content_rules import (
     RULE_CODE_IN_LAST_HINT,
-    RULE_LONGEST_ANSWER,
     RULE_NEAR_DUPLICATE,
     RULES,
+    AnswerShares,
     OtherQuestion,
     code_in,
     code_in_last_hint_warnings,
     content_warnings,
-    longest_answer_warnings,
     near_duplicate_warnings,
     questions_of,
     shared_questions,
     span_is_code,
+)
+from trainer.content_rules.answers import (
+    RULE_LONGEST_SHARE,
+    RULE_SHORTEST_SHARE,
+    answer_share_warnings,
+)
+from trainer.content_rules.concepts import RULE_CONCEPT_REPEAT, concept_repeat_warnings
+from trainer.content_rules.teaching import (
+    RULE_ANSWER_BEFORE_LAST_HINT,
+    RULE_STAGE_NOT_IN_STATEMENT,
+    answer_before_last_hint_warnings,
+    stage_naming_warnings,
 )
 from trainer.errors import TrainerError
 from trainer.spec import Exercise, QuizQuestion, exercise_from_mapping
@@ -63,33 +75,93 @@ def rules_of(warnings: list[content_rules.ContentWarning]) -> list[str]:
     return [w.rule for w in warnings]
 
 
-# --- the right answer is the longest choice ----------------------------------------
+# --- the right answer is the longest, or the shortest, choice too often ---------------
+
+LONG_RIGHT = ("Q?", ["the right answer, long and careful", "short", "also short"], 1)
+SHORT_RIGHT = ("Q?", ["0.5", "a long distractor with its reason", "another long one"], 1)
+MIDDLE_RIGHT = ("Q?", ["a middling answer", "short", "the longest distractor of all"], 1)
 
 
-def test_a_right_answer_longer_than_every_other_choice_is_warned_with_its_question():
-    exercise = make_exercise(
-        questions=[
-            ("Fine?", ["short", "a much longer choice", "tiny"], 3),
-            ("Cue?", ["short", "the long and careful right answer", "tiny"], 2),
-        ]
+def test_shares_count_ties_at_either_end():
+    tied = make_exercise(questions=[("Q?", ["same", "same"], 1)])
+    assert AnswerShares.of([tied]) == AnswerShares(questions=1, longest=1, shortest=1)
+
+
+def test_too_many_shortest_right_answers_warn_on_each_question_that_adds_to_it():
+    # 8 of 20 = 40%, more than 35%: every shortest right answer is a place to change.
+    mine = make_exercise(questions=[SHORT_RIGHT] * 8 + [MIDDLE_RIGHT] * 2)
+    other = make_exercise("other", questions=[MIDDLE_RIGHT] * 10)
+    warnings = answer_share_warnings(mine, AnswerShares.of([mine, other]))
+    assert [(w.rule, w.where) for w in warnings] == [
+        (RULE_SHORTEST_SHARE, f"quiz[{n}]") for n in range(8)
+    ]
+    assert "as in 8 of the catalogue's 20 questions (40%, more than 35%)" in warnings[0].message
+    assert answer_share_warnings(other, AnswerShares.of([mine, other])) == []
+
+
+def test_too_many_longest_right_answers_warn_too():
+    mine = make_exercise(questions=[LONG_RIGHT] * 8 + [MIDDLE_RIGHT] * 12)
+    warnings = answer_share_warnings(mine, AnswerShares.of([mine]))
+    assert [(w.rule, w.where) for w in warnings] == [
+        (RULE_LONGEST_SHARE, f"quiz[{n}]") for n in range(8)
+    ]
+
+
+def test_a_catalogue_of_fewer_than_twenty_questions_is_too_small_to_judge():
+    mine = make_exercise(questions=[SHORT_RIGHT] * 19)
+    assert answer_share_warnings(mine, AnswerShares.of([mine])) == []
+
+
+def test_shares_of_at_most_35_percent_give_no_warning():
+    # 7 of 20 = 35% at each end.
+    questions = [SHORT_RIGHT] * 7 + [LONG_RIGHT] * 7 + [MIDDLE_RIGHT] * 6
+    mine = make_exercise(questions=questions)
+    assert answer_share_warnings(mine, AnswerShares.of([mine])) == []
+    worse = make_exercise(questions=[*questions[:-1], SHORT_RIGHT])
+    assert (
+        rules_of(answer_share_warnings(worse, AnswerShares.of([worse])))
+        == [RULE_SHORTEST_SHARE] * 8
     )
-    warnings = longest_answer_warnings(exercise)
-    assert [(w.rule, w.where) for w in warnings] == [(RULE_LONGEST_ANSWER, "quiz[1]")]
-    assert "choice 2" in warnings[0].message
 
 
-def test_a_right_answer_tied_for_longest_or_shorter_than_another_is_not_warned():
-    exercise = make_exercise(
-        questions=[
-            ("Tied?", ["abcd", "wxyz", "ab"], 1),
-            ("Shorter?", ["abcdef", "abc", "a"], 2),
-            ("Counted in characters?", ["`[0.25, -0.25]`", "`[-0.25, 0.25]`"], 1),
-        ]
+# --- the same idea asked again in other words -----------------------------------------
+
+UNUSED_OUTPUT = (
+    "The loss never uses out2. What does backward receive as grad_out2?",
+    ["None", "A tensor of zeros shaped like out2, made by autograd", "ones"],
+    2,
+)
+UNUSED_INDICES = (
+    "What does backward receive as grad_out2, the upstream gradient of the int64 indices?",
+    ["A zero tensor shaped like the indices", "None, always", "random values"],
+    1,
+)
+
+
+def test_a_question_asking_another_exercise_s_idea_in_other_words_is_warned():
+    mine = make_exercise("topk", questions=[UNUSED_INDICES])
+    theirs = make_exercise("two_output", questions=[UNUSED_OUTPUT])
+    assert near_duplicate_warnings(mine, questions_of([theirs])) == [], "not a string repeat"
+    warnings = concept_repeat_warnings(mine, questions_of([mine, theirs]))
+    assert [(w.rule, w.where) for w in warnings] == [(RULE_CONCEPT_REPEAT, "quiz[0]")]
+    assert "two_output quiz[0]" in warnings[0].message
+    assert "grad_out2, receiv" in warnings[0].message and "shap, zero" in warnings[0].message
+
+
+def test_a_shared_question_and_different_right_answers_are_not_a_repeat():
+    other_answer = (UNUSED_OUTPUT[0], ["None", "The gradient of out1, passed on", "x"], 2)
+    mine = make_exercise("topk", questions=[UNUSED_INDICES])
+    theirs = make_exercise("two_output", questions=[other_answer])
+    assert concept_repeat_warnings(mine, questions_of([theirs])) == []
+
+
+def test_a_shared_quiz_s_right_answers_count_for_concept_repeats():
+    shared = shared_questions(
+        {"quiz": [{"question": UNUSED_OUTPUT[0], "choices": UNUSED_OUTPUT[1], "answer": 2}]},
+        "quizzes/concepts.yaml",
     )
-    assert longest_answer_warnings(exercise) == []
-
-
-# --- a question nearly repeats one of another exercise -------------------------------
+    mine = make_exercise("topk", questions=[UNUSED_INDICES])
+    assert rules_of(concept_repeat_warnings(mine, shared)) == [RULE_CONCEPT_REPEAT]
 
 
 def test_a_question_nearly_the_same_as_one_of_another_exercise_is_warned_whatever_its_case_and_spacing():
@@ -230,18 +302,84 @@ def test_the_last_hint_with_code_is_warned_and_earlier_hints_are_not():
     assert "grad_output.clone()" in warnings[0].message
 
 
+# --- the answer before the last hint ------------------------------------------------
+
+
+def test_code_before_the_last_hint_is_warned():
+    warnings = answer_before_last_hint_warnings(
+        make_exercise(hints=["Return `grad_output.clone()`.", "The slope is 3.", FORMULA])
+    )
+    assert [(w.rule, w.where) for w in warnings] == [(RULE_ANSWER_BEFORE_LAST_HINT, "hints[0]")]
+    assert "code (`grad_output.clone()`)" in warnings[0].message
+
+
+def test_an_equation_for_the_loss_gradient_before_the_last_hint_is_warned():
+    hints = ["Chain rule.", "So dL/dx_k = s · g · y_k for every k.", "The same, in full."]
+    warnings = answer_before_last_hint_warnings(make_exercise(hints=hints))
+    assert [(w.rule, w.where) for w in warnings] == [(RULE_ANSWER_BEFORE_LAST_HINT, "hints[1]")]
+    assert "an equation for the gradient of the loss" in warnings[0].message
+
+
+def test_the_last_hint_s_formula_in_an_earlier_hint_is_warned_even_as_a_local_slope():
+    hints = [
+        "The mask is a constant.",
+        "For one element, `dy_i/dx_i = m_i / (1 − p)`.",
+        "`∂L/∂x_i = g_i · m_i / (1 − p)`, with g the upstream gradient.",
+    ]
+    warnings = answer_before_last_hint_warnings(make_exercise(hints=hints))
+    assert [(w.rule, w.where) for w in warnings] == [(RULE_ANSWER_BEFORE_LAST_HINT, "hints[1]")]
+    assert "the last hint's formula" in warnings[0].message
+
+
+def test_math_for_one_element_before_the_last_hint_is_not_warned():
+    hints = [
+        "The chain rule, element by element.",
+        "For one element, dσ/dx = e^−x / (1 + e^−x)², and in 1-D `out[i] = x[index[i]]`.",
+        "`dL/dx = g · σ(x) · (1 − σ(x))`, with g = grad_output.",
+    ]
+    assert answer_before_last_hint_warnings(make_exercise(hints=hints)) == []
+
+
+# --- every stage named in the statement ----------------------------------------------
+
+
+def test_a_statement_that_does_not_name_a_stage_is_warned_with_the_stages_it_misses():
+    exercise = make_exercise()
+    exercise.statement = (
+        "Write it.\n\nWhat the checker tests: that the file loads; forward and the gradient "
+        "against autograd's; the backward contract; gradcheck; calls as in training, a "
+        "500 calls in a row; on a GPU, CUDA."
+    )
+    warnings = stage_naming_warnings(exercise)
+    assert [(w.rule, w.where) for w in warnings] == [(RULE_STAGE_NOT_IN_STATEMENT, "statement")]
+    assert "by_hand (Derived by hand), stability (Domain and stability)" in warnings[0].message
+
+
+def test_a_statement_naming_every_stage_is_not_warned_and_the_scaffold_s_does():
+    assert stage_naming_warnings(make_exercise()) == []
+
+
 # --- all rules, and validate ----------------------------------------------------------
 
 
 def test_content_warnings_applies_every_rule():
     mine = make_exercise(
         "mine",
-        questions=[("Why random upstream gradients?", ["the long right answer", "no"], 1)],
-        hints=[FORMULA, FORMULA, "`return 3 * grad_output`"],
+        questions=[
+            ("Why random upstream gradients?", ["the long right answer", "no"], 1),
+            (*UNUSED_INDICES[:2], 1),
+            ("A third?", ["b", "a long wrong one"], 1),
+        ],
+        hints=["`x.sum()`", FORMULA, "`return 3 * grad_output`"],
     )
-    theirs = make_exercise("theirs", questions=[("Why random upstream gradients?", ["a"], 1)])
-    warnings = content_warnings(mine, questions_of([mine, theirs]))
-    assert sorted(rules_of(warnings)) == sorted(RULES)
+    mine.statement = "Write it."
+    theirs = make_exercise(
+        "theirs",
+        questions=[("Why random upstream gradients?", ["a"], 1), UNUSED_OUTPUT],
+    )
+    every_end = AnswerShares(questions=20, longest=20, shortest=20)
+    warnings = content_warnings(mine, questions_of([mine, theirs]), every_end)
+    assert sorted(set(rules_of(warnings))) == sorted(RULES)
     assert str(warnings[0]).startswith(f"{warnings[0].where}: ")
 
 
@@ -268,9 +406,10 @@ def test_validate_compares_questions_with_the_catalogue_and_shared_quizzes(tmp_p
 
     warnings = content_warnings_by_id([mine], [other, broken], [concepts])
 
-    assert len(warnings["mine"]) == 2
-    assert "other quiz[0]" in warnings["mine"][0]
-    assert "quizzes/concepts.yaml quiz[0]" in warnings["mine"][1]
+    repeats = [w for w in warnings["mine"] if "nearly the same" in w]
+    assert len(repeats) == 2
+    assert "other quiz[0]" in repeats[0]
+    assert "quizzes/concepts.yaml quiz[0]" in repeats[1]
 
 
 def test_validate_attaches_each_specs_warnings_to_its_result(

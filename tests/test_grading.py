@@ -24,6 +24,7 @@ from trainer.gradebook import grade_of
 from trainer.grading import shard_of
 from trainer.spec import Exercise, exercise_from_mapping
 from trainer.vocabulary import MISTAKES, STAGE_BY_ID
+from trainer.workspace import scratch_text
 
 GOOD = (REPO / "solutions" / "sigmoid.py").read_text()
 WRONG = GOOD.replace("grad_output * output * (1 - output)", "output * (1 - output)")
@@ -133,13 +134,13 @@ def test_a_spec_sets_stage_weights_and_its_grade_follows_them():
     exercise = exercise_from_mapping(spec, "sigmoid.yaml")
     weights = exercise.stage_weights()
     assert (weights["backward"], weights["load"], weights["cuda"]) == (10, 0, 3)
-    assert weights["forward"] == STAGE_BY_ID["forward"].weight
-    verdicts = {stage: "pass" for stage in weights} | {"cuda": "skip", "forward": "fail"}
+    assert weights["gradcheck"] == STAGE_BY_ID["gradcheck"].weight
+    verdicts = {stage: "pass" for stage in weights} | {"cuda": "skip", "gradcheck": "fail"}
     grade = grade_of(exercise, "s.py", 0, _report(verdicts))
     assert grade.max_score == sum(weights.values()) - 3  # no GPU here: CUDA is not counted
-    assert grade.max_score - grade.score == STAGE_BY_ID["forward"].weight
+    assert grade.max_score - grade.score == STAGE_BY_ID["gradcheck"].weight
     on_a_gpu = grade_of(exercise, "s.py", 0, _report(verdicts | {"cuda": "pass"}))
-    assert on_a_gpu.max_score == sum(weights.values()) == on_a_gpu.score + weights["forward"]
+    assert on_a_gpu.max_score == sum(weights.values()) == on_a_gpu.score + weights["gradcheck"]
 
 
 @pytest.mark.parametrize(
@@ -149,6 +150,7 @@ def test_a_spec_sets_stage_weights_and_its_grade_follows_them():
         ({"kinks": 2}, "weights.kinks: this exercise has no 'kinks' stage"),
         ({"backward": -1}, "weights.backward: -1 is below the minimum 0"),
         ({"backward": 1.5}, "weights.backward: expected a whole number"),
+        ({"forward": 2}, "weights.forward: the stub passes 'forward'"),
         ({s: 0 for s in ("load", "forward", "backward", "contract", "state", "stability",
                          "gradcheck", "by_hand")}, "weights: every stage is worth 0"),
         ([], "weights: expected a mapping of stage ids to points"),
@@ -160,6 +162,25 @@ def test_a_wrong_weight_is_an_error_naming_the_file_and_field(weights: object, p
     with pytest.raises(SpecError) as raised:
         exercise_from_mapping(spec, "sigmoid.yaml")
     assert f"sigmoid.yaml: {problem}" in str(raised.value)
+
+
+@pytest.mark.usefixtures("warm_commands")
+def test_an_untouched_stub_scores_0_of_a_maximum_that_counts_only_what_a_learner_earns(
+    tmp_path: Path,
+):
+    exercise = CATALOG.get("sigmoid")
+    (tmp_path / "stub.py").write_text(scratch_text(exercise))
+    (tmp_path / "right.py").write_text(GOOD)
+    result = run_cli(
+        "grade", "sigmoid", "--json", str(tmp_path / "stub.py"), str(tmp_path / "right.py")
+    )
+    assert result.exit_code == 0, result.stderr
+    stub, right = json.loads(result.stdout)["grades"]
+    passed_by_the_stub = {s["id"] for s in stub["stages"] if s["verdict"] == "pass"}
+    assert passed_by_the_stub == {"load", "forward"}
+    earned = sum(w for s, w in exercise.stage_weights().items() if s not in passed_by_the_stub)
+    assert (stub["score"], stub["max_score"]) == (0, earned - exercise.stage_weights()["cuda"])
+    assert right["score"] == right["max_score"] == stub["max_score"] > 0
 
 
 def test_the_default_weights_are_the_ones_the_docs_give():
@@ -444,3 +465,74 @@ def test_an_output_path_in_a_missing_folder_stops_before_any_grading(classroom, 
     )
     assert result.exit_code == 2
     assert "no folder" in result.stderr and "Host protection" not in result.stdout
+
+
+# Flags ----------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("warm_commands")
+def test_every_format_flags_a_symlink_a_file_outside_a_copy_of_the_reference_and_of_another(
+    tmp_path: Path,
+):
+    folder = tmp_path / "class"
+    (folder / "team").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "eve.py").write_text(GOOD)
+    (folder / "alice.py").write_text("# all my own work\n" + GOOD.replace("    ", "  "))
+    (folder / "bob.py").write_text(WRONG)
+    (folder / "carol.py").write_text(WRONG.replace("\n\n", "\n\n# hmm\n\n") + "\n\n")
+    (folder / "dave.py").symlink_to(REPO / "solutions" / "sigmoid.py")
+    (folder / "team" / "out").symlink_to(elsewhere, target_is_directory=True)
+    (folder / "frank.py").write_text(scratch_text(CATALOG.get("sigmoid")))
+    (folder / "gina.py").write_text(scratch_text(CATALOG.get("sigmoid")))
+    csv_path, junit_path = tmp_path / "g.csv", tmp_path / "g.xml"
+    result = run_cli(
+        "grade", "sigmoid", str(folder), "--json", "--csv", str(csv_path), "--junit", str(junit_path)
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    document = json.loads(result.stdout)
+    by_name = {Path(g["submission"]).name: g for g in document["grades"]}
+    flags = {name: [(f["kind"], f["matched"]) for f in g["flags"]] for name, g in by_name.items()}
+    assert flags == {
+        "alice.py": [("reference", "")],
+        "bob.py": [("duplicate", str(folder / "carol.py"))],
+        "carol.py": [("duplicate", str(folder / "bob.py"))],
+        "dave.py": [("symlink", str(REPO / "solutions" / "sigmoid.py"))],
+        "eve.py": [("outside", str(elsewhere / "eve.py"))],
+        "frank.py": [],  # two untouched stubs are no copy
+        "gina.py": [],
+    }
+    for name in ("dave.py", "eve.py"):  # never run: no report, nothing of what they point at
+        grade = by_name[name]
+        assert (grade["verdict"], grade["score"], grade["report"]) == ("error", 0, {})
+    assert by_name["alice.py"]["score"] == by_name["alice.py"]["max_score"]  # flagged, not docked
+
+    rows = {
+        Path(r["submission"]).name: r for r in csv.DictReader(csv_path.read_text().splitlines())
+    }
+    assert rows["dave.py"]["flags"].startswith(f"a symlink to {REPO / 'solutions'}")
+    assert (
+        rows["bob.py"]["flags"]
+        == f"identical to {folder / 'carol.py'} (whitespace and comments aside)"
+    )
+    assert rows["alice.py"]["flags"].startswith("identical to the reference solution")
+    assert rows["eve.py"]["flags"].startswith(f"outside the class folder (it is {elsewhere}")
+    assert rows["frank.py"]["flags"] == ""
+
+    suites = {Path(s.get("name", "")).name: s for s in ElementTree.parse(junit_path).getroot()}
+    properties = {
+        name: {p.get("name"): p.get("value") for p in suite.iter("property")}
+        for name, suite in suites.items()
+    }
+    assert "flag.symlink" in properties["dave.py"] and "flag.outside" in properties["eve.py"]
+    assert "flag.reference" in properties["alice.py"] and "flag.duplicate" in properties["carol.py"]
+    assert not [p for p in properties["frank.py"] if p and p.startswith("flag.")]
+
+    book = tmp_path / "book.json"
+    book.write_text(result.stdout)
+    table = " ".join(run_cli("grade-merge", str(book)).stdout.split())
+    assert "dave.py ⚑" in table and "frank.py ⚑" not in table
+    assert f"dave.py: a symlink to {REPO / 'solutions' / 'sigmoid.py'}: not run, 0 points" in table
+    assert "alice.py: identical to the reference solution" in table
+    assert f"out/eve.py: outside the class folder (it is {elsewhere / 'eve.py'})" in table

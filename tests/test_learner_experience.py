@@ -395,12 +395,17 @@ def test_the_solution_confirmation_shows_y_slash_capital_n(
     assert "class MySigmoid" not in shown
 
 
-def test_an_empty_file_given_to_check_is_told_to_check_that_path(write_file):
-    empty = write_file("empty.py", "\n")
-    result = run_cli("check", "sigmoid", "--file", str(empty))
-    assert result.exit_code == 2
-    assert f"{empty} is empty" in result.stderr and "--file" in result.stderr
-    assert "start --force" not in result.stderr
+@pytest.mark.parametrize("content", ["", "\n", "  \n\t\n"], ids=["empty", "newline", "blanks"])
+def test_an_empty_file_is_a_failing_check_with_a_report(write_file, content):
+    """Not a usage error: a class's empty submission scores 0 like any other failure."""
+    empty = write_file("empty.py", content)
+    result = run_cli("check", "sigmoid", "--file", str(empty), "--json")
+    assert result.exit_code == 1, result.stdout + result.stderr
+    report = result.json()
+    assert report["passed"] is False
+    load = report["stages"][0]
+    assert load["id"] == "load" and load["verdict"] == "fail"
+    assert "empty.py is empty" in load["message"]
 
 
 def test_a_seed_out_of_range_is_a_usage_error_naming_seed():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, bare_venv, pip_into
+from tests.conftest import REPO, bare_venv, pip_into, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -74,6 +75,53 @@ def test_a_wheel_installed_in_a_fresh_venv_lists_and_checks_exercises(wheel: Pat
     reader.write_text(f"print(open({str(installed)!r}).read())\n" + installed.read_text())
     read = _run(venv / "bin" / "trainer", "check", "sigmoid", "--file", reader, cwd=tmp_path)
     assert read.returncode == 1 and f"tried to open {installed}" in read.stdout, read.stdout
+
+
+def _metadata_fields(text: str) -> list[str]:
+    """The metadata's header fields that say what the package is and needs."""
+    return [
+        line
+        for line in text.split("\n\n", 1)[0].splitlines()
+        if line.startswith(("Name:", "Version:", "Requires-Dist:", "Requires-Python:"))
+    ]
+
+
+def test_trainer_wheel_writes_the_files_the_build_does_and_pip_installs_it_from_the_file(
+    wheel: Path, tmp_path: Path
+):
+    """The wheel `trainer wheel` (and `classroom init`) writes from the running trainer:
+    every file of the build's wheel, byte for byte, the same metadata; pip installs it
+    with no index at all, and the trainer it installs lists the exercises."""
+    result = run_cli("wheel", "--dir", str(tmp_path / "out"))
+    assert result.exit_code == 0, result.stderr
+    (mine,) = (tmp_path / "out").glob("*.whl")
+    assert mine.name == wheel.name
+    again = run_cli("wheel", "--dir", str(tmp_path / "again"))
+    assert (
+        again.exit_code == 0 and (tmp_path / "again" / mine.name).read_bytes() == mine.read_bytes()
+    )
+
+    ours, built = zipfile.ZipFile(mine), zipfile.ZipFile(wheel)
+    package = [n for n in built.namelist() if ".dist-info/" not in n]
+    assert sorted(n for n in ours.namelist() if ".dist-info/" not in n) == sorted(package)
+    assert [n for n in package if ours.getinfo(n).CRC != built.getinfo(n).CRC] == []
+    info = f"{wheel.name.split('-py3')[0]}.dist-info"
+    assert _metadata_fields(ours.read(f"{info}/METADATA").decode()) == _metadata_fields(
+        built.read(f"{info}/METADATA").decode()
+    )
+    assert ours.read(f"{info}/entry_points.txt") == built.read(f"{info}/entry_points.txt")
+
+    venv = _fresh_venv_with(mine, tmp_path)  # pip checks the RECORD's hashes
+    site = Path(
+        _run(
+            venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])",
+            cwd=tmp_path,
+        ).stdout.strip()
+    )  # fmt: skip
+    (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    listing = _run(venv / "bin" / "trainer", "list", cwd=tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    assert "sigmoid" in listing.stdout
 
 
 @pytest.fixture(scope="module")
@@ -154,3 +202,23 @@ def test_the_commands_that_need_no_torch_work_on_python_3_10(wheel: Path, tmp_pa
     )  # fmt: skip
     assert loaded.returncode == 0, loaded.stderr
     assert int(loaded.stdout) >= 16
+
+
+def test_every_install_line_of_the_readme_and_the_notebook_names_something_that_exists():
+    """autograd-trainer is on no index: each `pip install` of the trainer names the
+    wheel `trainer wheel` writes, or a git URL; no pin of an unpublished version."""
+    from trainer.wheel import wheel_name
+
+    notebook = json.loads((REPO / "examples" / "quickstart.ipynb").read_text())
+    texts = {
+        "README.md": (REPO / "README.md").read_text(),
+        "quickstart.ipynb": "\n".join("".join(c["source"]) for c in notebook["cells"]),
+    }
+    for name, text in texts.items():
+        targets = re.findall(r"pip install\s+\"?([^\s\"`|]+)", text)
+        assert targets, name
+        for target in targets:
+            if target.startswith(("torch", "git+https://", "-e", "{")):
+                continue
+            assert target.rsplit("/", 1)[-1] == wheel_name(), (name, target)
+        assert "autograd-trainer==" not in text, name

@@ -76,7 +76,68 @@ def test_a_thread_or_a_child_process_stops_the_check_naming_the_one_process_rule
     assert "threads and subprocesses are refused" in message
 
 
+def test_a_right_file_that_multiplies_big_matrices_still_passes(victim):
+    """Every thread pool has one thread from the start (OpenMP, MKL, OpenBLAS: the server's
+    environment), so numpy's and torch's kernels start no thread in the learner's
+    process. Without those settings this right file is killed as one that starts threads."""
+    code = (
+        "import numpy as np\n"
+        "import torch\n"
+        "a = np.random.rand(600, 600)\n"
+        "print('BLAS', float((a @ a).sum()) > 0, float((torch.randn(800, 800) @ torch.randn(800, 800)).abs().sum()) > 0, flush=True)"
+    )
+    report = run_check(SIGMOID, attempt(victim, "sigmoid.py", code), service=shared_service())
+
+    assert report.passed, report.first_failure
+    assert _line(report.output, "BLAS") == "BLAS True True"
+
+
 # -- memory ---------------------------------------------------------------------------------
+
+
+def _memory_cgroup_can_be_made() -> bool:
+    """Found independently of the trainer: root, and a memory controller it may write."""
+    if os.geteuid() != 0:
+        return False
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for base in (Path("/sys/fs/cgroup/memory" + path), Path("/sys/fs/cgroup" + path)):
+            if "memory" in controllers.split(",") or (controllers == "" and base.exists()):
+                probe = base / f"trainer-probe-{os.getpid()}"
+                try:
+                    probe.mkdir()
+                except OSError:
+                    continue
+                limit = "memory.max" if (probe / "memory.max").exists() else "memory.limit_in_bytes"
+                found = (probe / limit).exists()
+                probe.rmdir()
+                if found:
+                    return True
+    return False
+
+
+def test_as_root_the_learners_process_lives_in_a_memory_cgroup_of_its_own(victim):
+    """Where a memory cgroup can be made (root), the learner's process is born in one of
+    its own, capped: what RLIMIT_AS cannot count (the kernel's memory for it) is capped
+    too. Remove ``join_memory_cgroup`` and this test fails."""
+    if not _memory_cgroup_can_be_made():
+        pytest.skip("no memory cgroup can be made here (not root, or no memory controller)")
+    code = (
+        "lines = open('/proc/self/cgroup').read().splitlines()\n"
+        "print('CGROUP', [l.rsplit('/', 1)[-1] for l in lines\n"
+        "                 if 'memory' in l.split(':')[1].split(',') or l.startswith('0::')], flush=True)"
+    )
+    report = run_check(
+        SIGMOID,
+        attempt(victim, "sigmoid.py", code),
+        limits=HostLimits(skip=("files",)),
+        service=shared_service(),
+    )
+
+    assert report.passed, report.first_failure
+    assert "trainer-trainer-check-" in _line(report.output, "CGROUP"), report.output
+    level = report.protection
+    assert level is not None and "a memory cgroup of its own" in level.applied["memory"]
 
 
 def test_memory_outside_the_address_space_cannot_be_made(victim):

@@ -61,7 +61,7 @@ def test_list_shows_the_exercises_under_their_tracks_in_catalogue_order():
         if line.strip() in titles:
             track = titles[line.strip()]
             continue
-        match = re.match(r"\s+(?:→\s+)?([a-z0-9_]+)\s+(easy|medium|hard)\s", line)
+        match = re.match(r"\s+(?:→\s+)?([a-z0-9_]+)\s+(easy|medium|hard|expert)\s", line)
         if match:
             exercise = CATALOG.get(match.group(1))
             assert exercise.track == track, exercise.id
@@ -72,21 +72,23 @@ def test_list_shows_the_exercises_under_their_tracks_in_catalogue_order():
 def test_next_with_a_track_starts_the_first_exercise_of_that_track_not_passed(
     isolated_workspace: Path,
 ):
-    losses = [e for e in CATALOG.all if e.track == "losses"]
-    result = run_cli("next", "--track", "losses")
+    api = [e for e in CATALOG.all if e.track == "function_api"]
+    assert not api[0].requires, "this test wants a first exercise with no prerequisite"
+    result = run_cli("next", "--track", "function_api")
     assert result.exit_code == 0, result.stderr
-    assert _state(isolated_workspace)["current"] == losses[0].id
-    assert (isolated_workspace / f"{losses[0].id}.py").is_file()
+    assert _state(isolated_workspace)["current"] == api[0].id
+    assert (isolated_workspace / f"{api[0].id}.py").is_file()
 
 
 def test_next_with_a_track_moves_on_once_the_first_is_passed(isolated_workspace: Path):
-    first, second = [e for e in CATALOG.all if e.track == "normalisation"][:2]
-    run_cli("next", "--track", "normalisation")
+    first, second = [e for e in CATALOG.all if e.track == "function_api"][:2]
+    assert not first.requires and not second.requires
+    run_cli("next", "--track", "function_api")
     (isolated_workspace / f"{first.id}.py").write_text(
         (REPO / "solutions" / f"{first.id}.py").read_text()
     )
     assert run_cli("check", first.id).exit_code == 0
-    run_cli("next", "-t", "normalisation")
+    run_cli("next", "-t", "function_api")
     assert _state(isolated_workspace)["current"] == second.id
 
 

@@ -12,10 +12,16 @@ from pathlib import Path
 
 import yaml
 
-from trainer.catalog import solution_path, wrong_variant_path
-from trainer.checking.report import CheckReport
+from trainer.catalog import requires_problems, solution_path, wrong_variant_path
+from trainer.checking.report import CheckReport, Verdict
 from trainer.checking.runner import CheckingService, run_check
-from trainer.content_rules import OtherQuestion, content_warnings, questions_of, shared_questions
+from trainer.content_rules import (
+    AnswerShares,
+    OtherQuestion,
+    content_warnings,
+    questions_of,
+    shared_questions,
+)
 from trainer.errors import SpecError, TrainerError
 from trainer.spec import Exercise, WrongVariant, load_exercise
 
@@ -52,7 +58,7 @@ class Validation:
     variants: list[VariantResult] = field(default_factory=list)
     # Broken content rules (trainer.content_rules): shown, never a failure.
     warnings: list[str] = field(default_factory=list)
-    # The untouched stub's check, as it ran (first failure only): where it fails, and why.
+    # The untouched stub's check, every stage: where it fails, and why.
     stub_report: CheckReport | None = field(default=None, repr=False)
 
     @property
@@ -73,6 +79,19 @@ def _first_failure(report: CheckReport) -> tuple[str | None, str | None, str]:
     return failure.id, mistake if isinstance(mistake, str) else None, failure.message
 
 
+def _stub_points(exercise: Exercise, report: CheckReport) -> str:
+    """Empty when the stub's passed stages are worth nothing; else what it would earn."""
+    weights = exercise.stage_weights()
+    earned = [s.id for s in report.stages if s.verdict is Verdict.PASS and weights.get(s.id)]
+    if not earned:
+        return ""
+    points = sum(weights[stage] for stage in earned)
+    return (
+        f"the untouched stub earns {points} points in a grade (it passes {', '.join(earned)}): "
+        "make the stub fail those stages, or give them weight 0 (weights:)"
+    )
+
+
 def shared_quiz_paths(roots: Sequence[Path]) -> list[Path]:
     """The shared quizzes of catalogue roots: ``quizzes/*.yaml`` (e.g. the concepts quiz)."""
     return [path for root in roots for path in sorted((root / "quizzes").glob("*.yaml"))]
@@ -91,6 +110,34 @@ def _shared_questions(paths: Sequence[Path]) -> list[OtherQuestion]:
     return found
 
 
+def _pool(exercises: Sequence[Exercise], catalogue: Sequence[Path]) -> list[Exercise]:
+    """``exercises`` and the other specs of ``catalogue`` that load (a spec that does not
+    load is skipped: validating it says why)."""
+    pool = list(exercises)
+    seen = {e.source.resolve() for e in exercises}
+    for path in catalogue:
+        if path.resolve() in seen:
+            continue
+        seen.add(path.resolve())
+        try:
+            pool.append(load_exercise(path))
+        except SpecError:
+            continue
+    return pool
+
+
+def prerequisite_problems(
+    exercises: Sequence[Exercise], catalogue: Sequence[Path] = ()
+) -> dict[str, str]:
+    """What is wrong with the ``requires`` of each of ``exercises``, judged against the
+    whole catalogue: unknown ids, later tracks, cycles (``catalog.requires_problems``).
+    Without a catalogue there is nothing to judge them against: no problems."""
+    if not catalogue:
+        return {}
+    problems = requires_problems(_pool(exercises, catalogue))
+    return {e.id: problems[e.id] for e in exercises if e.id in problems}
+
+
 def content_warnings_by_id(
     exercises: Sequence[Exercise],
     catalogue: Sequence[Path] = (),
@@ -102,18 +149,10 @@ def content_warnings_by_id(
     ``catalogue`` (a spec that does not load is skipped: validating it says why)
     and of the ``shared_quizzes`` files.
     """
-    pool = list(exercises)
-    seen = {e.source.resolve() for e in exercises}
-    for path in catalogue:
-        if path.resolve() in seen:
-            continue
-        seen.add(path.resolve())
-        try:
-            pool.append(load_exercise(path))
-        except SpecError:
-            continue
+    pool = _pool(exercises, catalogue)
     others = questions_of(pool) + _shared_questions(shared_quizzes)
-    return {e.id: [str(w) for w in content_warnings(e, others)] for e in exercises}
+    shares = AnswerShares.of(pool)
+    return {e.id: [str(w) for w in content_warnings(e, others, shares)] for e in exercises}
 
 
 def validate(
@@ -182,25 +221,30 @@ def validate(
 
                 for index in sorted(range(len(checks)), key=turn):
                     _, kind, exercise, file, _ = checks[index]
-                    # A file that must fail is judged by its first failure: skip the rest.
+                    # A wrong variant is judged by its first failure: skip the rest. The
+                    # stub runs every stage: one it passes must be worth no points.
                     futures[index] = pool.submit(
                         run_check,
                         exercise,
                         file,
                         solution=solution_path(exercise),
                         service=warm,
-                        stop_after_failure=kind != "solution",
+                        stop_after_failure=kind == "variant",
                         catalogue_file=True,
                     )
                     if on_done is not None:
                         futures[index].add_done_callback(lambda _: on_done())
 
-            # The content rules are cheap: they run while the checks do.
+            # Prerequisites and content rules are cheap: they run while the checks do.
+            prerequisites = prerequisite_problems([e for _, e in loaded], catalogue)
+            for result, exercise in loaded:
+                if exercise.id in prerequisites:
+                    result.schema = f"{result.spec}: {prerequisites[exercise.id]}"
             warnings = content_warnings_by_id([e for _, e in loaded], catalogue, shared_quizzes)
             for result, exercise in loaded:
                 result.warnings = warnings[exercise.id]
 
-            for index, (result, kind, _, _, variant) in enumerate(checks):
+            for index, (result, kind, exercise, _, variant) in enumerate(checks):
                 try:
                     report = futures[index].result()
                 except TrainerError as error:
@@ -217,6 +261,8 @@ def validate(
                     result.stub_report = report
                     if stage is None:
                         result.stub = "the untouched stub passes every stage: it must fail"
+                    else:
+                        result.stub = _stub_points(exercise, report)
                 elif kind == "solution" and stage is not None:
                     result.solution = f"the reference solution fails at {stage}: {message}"
                 elif kind == "variant" and variant is not None:
@@ -228,15 +274,28 @@ _SPEC_TEMPLATE = """# Exercise spec: every field is documented in docs/spec-form
 format_version: 1
 id: {id}
 title: {title}
-difficulty: easy          # easy | medium | hard: orders `trainer list`
+difficulty: easy          # easy | medium | hard | expert: orders `trainer list`
 order: 100                # position among exercises of the same difficulty
 track: activations        # the topic `trainer list` groups it under (see docs/spec-format.md)
+requires: []              # ids of the exercises to do first (same or earlier track)
 class_name: {class_name}  # the Function subclass the learner's file must define
 
 # Shown by `trainer start`: what to write, the signature, what the checker compares.
 statement: |
   Write the backward pass of `y = 3 * x` as a custom `torch.autograd.Function`
   called `{class_name}`. Replace this text with your exercise.
+
+  What the checker tests (name every stage it runs: `trainer validate` warns):
+
+  - that your file loads and defines `{class_name}`;
+  - forward against the reference, and your gradient against the one autograd
+    gets for it, under random upstream gradients, in float32 and float64;
+  - the backward contract, with `backward` called directly;
+  - that the gradient is derived by hand, not by autograd;
+  - calls as in training: 500 calls in a row, shared graphs;
+  - the domain: values across the whole range, compared with the reference's;
+  - `torch.autograd.gradcheck` in float64;
+  - on a machine with a GPU, forward and backward again on CUDA.
 
 # The arguments of forward after ctx, in order. Tensors get uniform random
 # values in [low, high]; scalars (float, int, bool) get the values of each case.
@@ -291,10 +350,10 @@ quiz:
     choices: ["3", "0.5", "1.5"]
     answer: 3
     explanation: 3 times the upstream gradient; 3 alone forgets grad_output.
-  - question: Why does gradcheck want float64?
-    choices: ["Finite differences need digits", "float32 tensors cannot require grad", "For speed"]
-    answer: 1
-    explanation: with eps around 1e-6, float32 keeps too few digits for the difference.
+  - question: What must forward save for the backward of y = 3·x?
+    choices: ["x, to evaluate the slope at it", "Nothing: the slope is 3 everywhere", "y"]
+    answer: 2
+    explanation: the slope of 3·x does not depend on x, so backward needs no tensor at all.
 
 tolerances: {{}}          # defaults: float32 rtol 1e-5 atol 1e-6; float64 rtol 1e-7 atol 1e-10
 

@@ -8,6 +8,7 @@ of a checkout; more roots come from ``--exercises-dir`` and ``$TRAINER_EXERCISES
 from __future__ import annotations
 
 import difflib
+import heapq
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -120,10 +121,15 @@ class Catalog:
     @cached_property
     def all(self) -> list[Exercise]:
         """Every exercise, track by track (in the order of ``TRACKS``, then those without
-        one); within a track easiest first, then by ``order`` and id. A broken spec
-        raises SpecError."""
+        one); within a track each after what it ``requires``, and otherwise easiest
+        first, then by ``order`` and id. A broken spec, or ``requires`` naming an
+        unknown exercise, a later track or a cycle, raises SpecError."""
         exercises = [load_exercise(p, self.display_name(p)) for p in self.spec_paths()]
-        return sorted(exercises, key=sort_key)
+        problems = requires_problems(exercises)
+        if problems:
+            exercise = next(e for e in exercises if e.id in problems)
+            raise SpecError(f"{self.display_name(exercise.source)}: {problems[exercise.id]}")
+        return catalogue_order(exercises)
 
     def solution_path(self, exercise: Exercise) -> Path:
         return solution_path(exercise)
@@ -151,11 +157,100 @@ class Catalog:
         return places[0] if len(places) == 1 else ", ".join(places[:-1]) + " and " + places[-1]
 
 
-def sort_key(exercise: Exercise) -> tuple[int, int, int, str]:
-    """Where an exercise stands in the catalogue: track, difficulty, ``order``, id."""
+def track_rank(exercise: Exercise) -> int:
+    """The place of the exercise's track in ``trainer list`` (no track: after them all)."""
     tracks = list(TRACKS)
-    track = tracks.index(exercise.track) if exercise.track in tracks else len(tracks)
-    return (track, DIFFICULTIES.index(exercise.difficulty), exercise.order, exercise.id)
+    return tracks.index(exercise.track) if exercise.track in tracks else len(tracks)
+
+
+def sort_key(exercise: Exercise) -> tuple[int, int, int, str]:
+    """Where an exercise stands in the catalogue, prerequisites aside: track,
+    difficulty, ``order``, id."""
+    return (
+        track_rank(exercise),
+        DIFFICULTIES.index(exercise.difficulty),
+        exercise.order,
+        exercise.id,
+    )
+
+
+def catalogue_order(exercises: Sequence[Exercise]) -> list[Exercise]:
+    """The order of ``trainer list``: by :func:`sort_key`, except that an exercise never
+    comes before one it ``requires``. Of the exercises whose prerequisites are all
+    placed, the one with the smallest key goes next (a prerequisite that is not in
+    ``exercises`` is ignored; a cycle leaves its members last, by key)."""
+    known = {e.id for e in exercises}
+    waiting = {e.id: {r for r in e.requires if r in known} for e in exercises}
+    by_id = {e.id: e for e in exercises}
+    ready = [(sort_key(e), e.id) for e in exercises if not waiting[e.id]]
+    heapq.heapify(ready)
+    placed: list[Exercise] = []
+    while ready:
+        _, exercise_id = heapq.heappop(ready)
+        placed.append(by_id[exercise_id])
+        for other, needs in waiting.items():
+            if exercise_id in needs:
+                needs.discard(exercise_id)
+                if not needs:
+                    heapq.heappush(ready, (sort_key(by_id[other]), other))
+    done = {e.id for e in placed}
+    return placed + sorted((e for e in exercises if e.id not in done), key=sort_key)
+
+
+def requires_problems(exercises: Sequence[Exercise]) -> dict[str, str]:
+    """What is wrong with the ``requires`` of each exercise of one catalogue, by id, as
+    ``<field path>: <what is wrong>``: an id that is no exercise of it, an exercise of a
+    later track (``trainer list`` shows tracks in order, so it could not come first),
+    or a cycle."""
+    by_id = {e.id: e for e in exercises}
+    problems: dict[str, str] = {}
+    for exercise in exercises:
+        for index, required in enumerate(exercise.requires):
+            other = by_id.get(required)
+            if other is None:
+                close = difflib.get_close_matches(required, list(by_id), n=1, cutoff=0.6)
+                hint = f" (did you mean `{close[0]}`?)" if close else ""
+                problems[exercise.id] = (
+                    f"requires[{index}]: `{required}` is not an exercise of this catalogue{hint}"
+                )
+                break
+            if track_rank(other) > track_rank(exercise):
+                problems[exercise.id] = (
+                    f"requires[{index}]: `{required}` belongs to a track that `trainer list` "
+                    "shows after this exercise's: require exercises of the same track or "
+                    "an earlier one"
+                )
+                break
+    for cycle in _cycles(exercises):
+        for member in cycle[:-1]:
+            problems.setdefault(member, f"requires: a cycle of prerequisites: {' -> '.join(cycle)}")
+    return problems
+
+
+def _cycles(exercises: Sequence[Exercise]) -> list[list[str]]:
+    """Cycles of ``requires`` (each as a path that ends where it starts), found by a
+    depth-first search; one per strongly tied group is enough to report."""
+    edges = {e.id: list(e.requires) for e in exercises}
+    state: dict[str, int] = {}  # 1: on the current path, 2: finished
+    found: list[list[str]] = []
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        path.append(node)
+        for nxt in edges.get(node, []):
+            if nxt not in edges:
+                continue
+            if state.get(nxt) == 1:
+                found.append([*path[path.index(nxt) :], nxt])
+            elif nxt not in state:
+                visit(nxt, path)
+        path.pop()
+        state[node] = 2
+
+    for exercise_id in sorted(edges):
+        if exercise_id not in state:
+            visit(exercise_id, [])
+    return found
 
 
 def solutions_dir(exercise: Exercise) -> Path:

@@ -1,6 +1,10 @@
 """GitHub Classroom: the files that grade a class's repositories, and each check's result.
 
-``trainer classroom init`` writes two files into a template repository:
+``trainer classroom init`` writes three files into a template repository:
+
+* ``.github/classroom/autograd_trainer-VERSION-py3-none-any.whl``, the running
+  trainer's wheel (:mod:`trainer.wheel`): the package is on no index, so the
+  workflow installs this file (``--install`` names something else instead);
 
 * ``.github/workflows/classroom.yml``, the workflow Classroom's current autograding
   runs. It is named ``Autograding Tests``, as Classroom expects; each exercise is a
@@ -29,7 +33,7 @@ import base64
 import json
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -39,6 +43,7 @@ from trainer.catalog import catalog_root
 from trainer.checking.report import CheckReport, StageResult, Verdict
 from trainer.errors import TrainerError
 from trainer.files import write_atomically
+from trainer.flags import Flag, not_run, placement_flags
 from trainer.gradebook import StageGrade, stage_grades
 from trainer.spec import Exercise
 from trainer.vocabulary import STAGE_BY_ID
@@ -50,9 +55,21 @@ WORKFLOW_NAME = "Autograding Tests"
 REPORTER = "classroom-resources/autograding-grading-reporter@v1"
 PYTHON_VERSION = "3.11"
 # A CPU build, as the Makefile installs: pip would otherwise resolve the package's
-# torch>=2.1 to a multi-GB CUDA build.
-TORCH_INSTALL = "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
-DEFAULT_INSTALL = "autograd-trainer"
+# torch>=2.1 to a multi-GB CUDA build. The workflow falls back to the default index
+# where PyTorch's is out of reach (a mirror), as the Makefile does.
+TORCH_SPEC = "torch==2.13.0"
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+TORCH_INSTALL = f"pip install {TORCH_SPEC} --index-url {CPU_INDEX}"
+TORCH_STEP = (
+    f"if python -c \"import urllib.request; urllib.request.urlopen('{CPU_INDEX}/', timeout=10)\""
+    " 2>/dev/null; then\n"
+    f"  {TORCH_INSTALL}\n"
+    "else\n"
+    f"  pip install {TORCH_SPEC}  # PyTorch's index is out of reach: the default index\n"
+    "fi\n"
+)
+# The trainer is not on a package index: the repository carries its wheel (trainer wheel).
+WHEEL_FOLDER = PurePosixPath(".github/classroom")
 # Where the workflow keeps each check's report (in the runner's checkout, never committed).
 RESULTS_DIR = ".trainer-results"
 # The older autograder runs its tests in a plain shell: the trainer goes into a venv there.
@@ -158,11 +175,12 @@ def _represent_text(dumper: yaml.SafeDumper, text: str) -> yaml.ScalarNode:
 _Dumper.add_representer(str, _represent_text)
 
 
-def install_script(install: str) -> str:
-    return f"{TORCH_INSTALL}\npip install {install}\n"
+def wheel_install(wheel: str) -> str:
+    """What ``pip install`` gets for the wheel the repository carries."""
+    return f"{WHEEL_FOLDER}/{wheel}"
 
 
-def workflow(exercises: Sequence[ClassroomExercise], install: str = DEFAULT_INSTALL) -> str:
+def workflow(exercises: Sequence[ClassroomExercise], install: str) -> str:
     """``.github/workflows/classroom.yml``: one step per exercise, then the reporter."""
     steps: list[dict[str, Any]] = [
         {"name": "Check out the submission", "uses": "actions/checkout@v4"},
@@ -171,7 +189,8 @@ def workflow(exercises: Sequence[ClassroomExercise], install: str = DEFAULT_INST
             "uses": "actions/setup-python@v5",
             "with": {"python-version": PYTHON_VERSION},
         },
-        {"name": "Install torch and the trainer", "run": install_script(install)},
+        {"name": "Install a CPU build of torch", "run": TORCH_STEP},
+        {"name": "Install the trainer", "run": f"pip install {install}\n"},
     ]
     for item in exercises:
         steps.append(
@@ -218,7 +237,7 @@ def results_variable(step_id: str) -> str:
     return f"{step_id.upper()}_RESULTS"
 
 
-def autograding_json(exercises: Sequence[ClassroomExercise], install: str = DEFAULT_INSTALL) -> str:
+def autograding_json(exercises: Sequence[ClassroomExercise], install: str) -> str:
     """``.github/classroom/autograding.json``, the older autograder's tests: one per
     exercise, all its points or none. The first test installs the trainer in a venv."""
     venv = f"{OLD_VENV}/bin"
@@ -242,7 +261,7 @@ def autograding_json(exercises: Sequence[ClassroomExercise], install: str = DEFA
 
 
 def classroom_files(
-    exercises: Sequence[ClassroomExercise], install: str = DEFAULT_INSTALL
+    exercises: Sequence[ClassroomExercise], install: str
 ) -> dict[PurePosixPath, str]:
     """What ``init`` writes, by path in the repository."""
     return {
@@ -251,13 +270,19 @@ def classroom_files(
     }
 
 
-def write_files(folder: Path, files: dict[PurePosixPath, str], force: bool = False) -> list[Path]:
+def write_files(
+    folder: Path,
+    files: dict[PurePosixPath, str],
+    force: bool = False,
+    also: Sequence[PurePosixPath] = (),
+) -> list[Path]:
     """Write ``files`` under ``folder``; an existing file only with ``force``, and
-    nothing at all when one exists without it."""
+    nothing at all when one exists without it (nor one of ``also``, which the caller
+    writes next)."""
     if not folder.is_dir():
         raise TrainerError(f"no folder {folder}. Give --dir the repository's folder.")
     paths = [folder / relative for relative in files]
-    existing = [path for path in paths if path.exists()]
+    existing = [path for path in [*paths, *(folder / p for p in also)] if path.exists()]
     if existing and not force:
         names = " and ".join(str(path) for path in existing)
         it, exists = ("it", "exists") if len(existing) == 1 else ("them", "exist")
@@ -314,19 +339,32 @@ def read_report(path: Path, exercise_id: str) -> CheckReport:
         raise NoReport(f"{not_a_report} ({error})") from None
 
 
+def scratch_flags(scratch: Path, repository: Path) -> list[Flag]:
+    """The student's file is a symlink, or lies outside the repository: it scores 0."""
+    if not scratch.is_symlink() and not scratch.exists():
+        return []
+    return placement_flags(scratch, repository)
+
+
 def classroom_result(
-    exercise: Exercise, report: CheckReport | None, problem: str = ""
+    exercise: Exercise, report: CheckReport | None, problem: str = "", flags: Sequence[Flag] = ()
 ) -> dict[str, Any]:
     """The reporter's document for one exercise: one test per stage in the maximum,
-    worth the stage's points. Without a report (``problem`` says why) every stage
-    fails with 0 points and the status is ``error``."""
-    if report is None:
+    worth the stage's points. Without a report (``problem`` says why), or for a file
+    that is a symlink or outside the repository (its ``flags``), every stage fails
+    with 0 points and the status is ``error``."""
+    refusal = not_run(flags)
+    if report is None or refusal:
+        why = "; ".join(flag.words() for flag in flags) if refusal else problem
+        what = "not graded" if refusal else "the check could not run"
         grades = stage_grades(exercise, None)
         tests = [
-            _test(exercise, grade, "error", f"{exercise.id}: the check could not run: {problem}")
-            for grade in grades
+            _test(exercise, grade, "error", f"{exercise.id}: {what}: {why}") for grade in grades
         ]
-        return _result("error", sum(grade.weight for grade in grades), tests)
+        document = _result("error", sum(grade.weight for grade in grades), tests)
+        if flags:
+            document["flags"] = [asdict(flag) for flag in flags]
+        return document
     grades = [grade for grade in stage_grades(exercise, report) if grade.counted]
     seconds = {stage.id: stage.seconds for stage in report.stages}
     tests = [

@@ -53,6 +53,7 @@ COMMAND_MODULES = {
     "grade": "trainer.commands.grade",
     "grade-merge": "trainer.commands.grade_merge",
     "classroom": "trainer.commands.classroom",
+    "wheel": "trainer.commands.wheel",
 }
 
 SPEC_ADVICE = "Fix that field of the spec; docs/spec-format.md describes every field."

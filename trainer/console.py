@@ -51,12 +51,18 @@ class _LazyConsole:
         self._stderr = stderr
         self._console: Console | None = None
 
-    def __getattr__(self, name: str) -> Any:
+    def real(self) -> Console:
+        """The Console itself, for what rich uses as one (a progress bar, a live display):
+        this stand-in only forwards attributes, not ``with console:``, which rich's live
+        displays enter on a terminal."""
         if self._console is None:
             from rich.console import Console
 
             self._console = Console(stderr=self._stderr, highlight=False)
-        return getattr(self._console, name)
+        return self._console
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.real(), name)
 
 
 out: Any = _LazyConsole(stderr=False)
@@ -140,6 +146,14 @@ def _plain_relative(path: Path) -> str:
         return str(path.resolve().relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
+
+
+def _as_given(path: str) -> str:
+    """A submission's path as found, relative when it can be, links not followed: a
+    link's own name, not its target's."""
+    with contextlib.suppress(ValueError):
+        return str(Path(path).absolute().relative_to(Path.cwd()))
+    return path
 
 
 def _relative(path: Path) -> str:
@@ -628,7 +642,7 @@ def progress(label: str, total: int | None) -> Iterator[Callable[[], None]]:
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),
-        console=err,
+        console=err.real(),
         transient=True,
         disable=not err.is_terminal,
     )
@@ -741,8 +755,11 @@ def grade_table(book: Gradebook, written: Sequence[Path] = ()) -> None:
             mark, style = marks.get(stage.verdict, ("?", ""))
             stages.append(mark, style=style)
         failure = f"{_stage_title(item.stage)}: {item.message}" if item.stage else item.message
+        name = _text(_as_given(item.submission))
+        if item.flags:
+            name.append(" ⚑", style="bold yellow")
         table.add_row(
-            _text(_plain_relative(Path(item.submission))),
+            name,
             _text(item.verdict, style=styles[item.verdict]),
             _text(f"{item.score}/{item.max_score}"),
             stages,
@@ -752,11 +769,22 @@ def grade_table(book: Gradebook, written: Sequence[Path] = ()) -> None:
     if book.grades:
         titles = ", ".join(s.title for s in book.grades[0].stages)
         out.print(_text(f"Stages, in order: {titles}.", style="dim"))
+    for item in book.grades:
+        for flag in item.flags:
+            out.print(
+                _text("⚑ ", style="bold yellow")
+                + _text(f"{_as_given(item.submission)}: {flag.words()}")
+            )
     passed = sum(g.verdict == "pass" for g in book.grades)
     share = f" (shard {book.shard[0]}/{book.shard[1]})" if book.shard[1] > 1 else ""
     out.print(f"{passed} of {len(book.grades)} submissions passed{share}.")
     for path in written:
         out.print(f"Written: [bold]{_relative(path)}[/].")
+
+
+def wheel_written(path: Path) -> None:
+    out.print(f"wrote [bold]{_relative(path)}[/]")
+    out.print(_text(f"Install it with: pip install {_plain_relative(path)}"), soft_wrap=True)
 
 
 def classroom_written(files: Sequence[Path], points: Sequence[tuple[str, int]]) -> None:

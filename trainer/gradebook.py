@@ -6,7 +6,9 @@ change them). Its maximum counts every stage the exercise has, except a stage
 skipped where a skip still passes (CUDA on a machine without a GPU): a stage
 that did not run because the file failed earlier scores 0.
 
-A :class:`Gradebook` is what ``trainer grade --json`` prints; shards of one
+Each grade carries its flags (:mod:`trainer.flags`: a symlink, a file outside
+the class folder, a copy of the reference or of another submission), in every
+format. A :class:`Gradebook` is what ``trainer grade --json`` prints; shards of one
 class (``--shard K/N``) are combined by :func:`merge`, exactly: the result is
 the gradebook one unsharded run gives. The CSV and JUnit forms are derived
 from it, so that every format says the same.
@@ -23,6 +25,7 @@ from typing import Any
 
 from trainer.checking.report import CheckReport, Verdict
 from trainer.errors import TrainerError
+from trainer.flags import Flag
 from trainer.spec import Exercise
 from trainer.vocabulary import STAGE_BY_ID
 
@@ -53,6 +56,7 @@ class Grade:
     seconds: float = 0.0
     stages: list[StageGrade] = field(default_factory=list)
     report: dict[str, Any] = field(default_factory=dict)  # the check's report, at that level
+    flags: list[Flag] = field(default_factory=list)  # what a grader must look at (trainer.flags)
 
 
 def stage_grades(exercise: Exercise, report: CheckReport | None) -> list[StageGrade]:
@@ -97,9 +101,16 @@ def grade_of(exercise: Exercise, submission: str, index: int, report: CheckRepor
 
 
 def error_grade(
-    exercise: Exercise, submission: str, index: int, message: str, sha256: str = ""
+    exercise: Exercise,
+    submission: str,
+    index: int,
+    message: str,
+    sha256: str = "",
+    flags: Sequence[Flag] = (),
 ) -> Grade:
-    """A submission whose check could not run (unreadable file): 0 points, every stage failed."""
+    """A submission whose check could not run (unreadable file) or that was not run (a
+    symlink, a file outside the class folder: its ``flags`` say): 0 points, every stage
+    failed."""
     stages = stage_grades(exercise, None)
     return Grade(
         submission=submission,
@@ -110,6 +121,7 @@ def error_grade(
         sha256=sha256,
         message=message,
         stages=[StageGrade(**{**asdict(s), "message": ""}) for s in stages],
+        flags=list(flags),
     )
 
 
@@ -154,7 +166,13 @@ class Gradebook:
                 )
             shard = data["shard"]
             grades = [
-                Grade(**{**g, "stages": [StageGrade(**s) for s in g["stages"]]})
+                Grade(
+                    **{
+                        **g,
+                        "stages": [StageGrade(**s) for s in g["stages"]],
+                        "flags": [Flag(**f) for f in g.get("flags", [])],
+                    }
+                )
                 for g in data["grades"]
             ]
             book = cls(
@@ -224,11 +242,26 @@ def _least_protected(levels: Iterable[dict[str, Any] | None]) -> dict[str, Any] 
     return ranked[0] if ranked else None
 
 
-CSV_FIXED = ("submission", "sha256", "verdict", "score", "max_score", "seconds", "first_failure")
+CSV_FIXED = (
+    "submission",
+    "sha256",
+    "verdict",
+    "score",
+    "max_score",
+    "seconds",
+    "first_failure",
+    "flags",
+)
+
+
+def flag_text(grade: Grade) -> str:
+    """Its flags in words, one sentence each: the CSV's column, the table's notes."""
+    return "; ".join(flag.words() for flag in grade.flags)
 
 
 def gradebook_csv(book: Gradebook) -> str:
-    """One row per submission: score, verdict, time, sha256, each stage's verdict, message."""
+    """One row per submission: score, verdict, time, sha256, flags, each stage's verdict,
+    message."""
     stage_ids = book.stage_ids
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -244,6 +277,7 @@ def gradebook_csv(book: Gradebook) -> str:
                 grade.max_score,
                 f"{grade.seconds:.3f}",
                 grade.stage,
+                flag_text(grade),
                 *(verdicts.get(stage, "") for stage in stage_ids),
                 grade.message,
             ]
@@ -276,6 +310,10 @@ def gradebook_junit(book: Gradebook) -> str:
             ("feedback", book.feedback),
         ):
             ElementTree.SubElement(properties, "property", name=name, value=str(value))
+        for flag in grade.flags:
+            ElementTree.SubElement(
+                properties, "property", name=f"flag.{flag.kind}", value=flag.words()
+            )
         for stage in grade.stages:
             case = ElementTree.SubElement(
                 suite,

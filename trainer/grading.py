@@ -11,25 +11,38 @@ import re
 import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from trainer.catalog import solution_path
 from trainer.checking.feedback import DEFAULT_FEEDBACK
 from trainer.checking.report import ProtectionLevel
 from trainer.checking.runner import DEFAULT_TIMEOUT, CheckingService, run_check
 from trainer.errors import TrainerError
+from trainer.flags import Flag, copy_flags, not_run, placement_flags
 from trainer.gradebook import Grade, Gradebook, error_grade, grade_of
 from trainer.spec import Exercise
+from trainer.workspace import scratch_text
+
+T = TypeVar("T")
 
 
-def collect_submissions(paths: Sequence[Path]) -> list[Path]:
-    """Files as given, and the .py files inside folders (sorted); a missing path is an error."""
-    found: list[Path] = []
+@dataclass(frozen=True)
+class Submission:
+    path: Path  # as given, or as found in a folder given
+    folder: Path  # the class folder it belongs in: the folder given, or a file's own folder
+
+
+def collect_submissions(paths: Sequence[Path]) -> list[Submission]:
+    """Files as given, and the .py files inside folders (sorted), links included: a linked
+    file or folder is flagged, its files never run. A missing path is an error."""
+    found: list[Submission] = []
     for path in paths:
-        if path.is_file():
-            found.append(path)
+        if path.is_file() or path.is_symlink():
+            found.append(Submission(path, path.parent))
         elif path.is_dir():
-            found += sorted(p for p in path.rglob("*.py") if p.is_file())
+            found += [Submission(p, path) for p in sorted(_python_files(path))]
         else:
             raise TrainerError(f"no file or folder at {path}. Check the paths given to grade.")
     if not found:
@@ -37,7 +50,44 @@ def collect_submissions(paths: Sequence[Path]) -> list[Path]:
     return found
 
 
-def shard_of(submissions: Sequence[Path], shard: tuple[int, int]) -> list[tuple[int, Path]]:
+def _python_files(folder: Path) -> list[Path]:
+    """The .py files under ``folder``, through linked folders too (each real folder once)."""
+    files = []
+    seen = set()
+    for top, folders, names in os.walk(folder, followlinks=True):
+        real = os.path.realpath(top)
+        if real in seen:
+            folders.clear()
+            continue
+        seen.add(real)
+        files += [Path(top, name) for name in names if name.endswith(".py")]
+    return files
+
+
+def class_flags(exercise: Exercise, submissions: Sequence[Submission]) -> list[list[Flag]]:
+    """Each submission's flags, over the whole class (every shard finds the same): a
+    symlink or a file outside its folder (never read), a copy of the reference solution
+    or of another submission, whitespace and comments aside."""
+    flags = [placement_flags(s.path, s.folder) for s in submissions]
+    texts = {}
+    for index, submission in enumerate(submissions):
+        if not flags[index]:
+            try:
+                texts[index] = submission.path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError):
+                continue  # its check says why it cannot be read
+    try:
+        reference: str | None = solution_path(exercise).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        reference = None
+    names = [str(s.path) for s in submissions]
+    stubs = (scratch_text(exercise), exercise.stub)
+    for index, found in copy_flags(texts, names, reference, stubs).items():
+        flags[index] += found
+    return flags
+
+
+def shard_of(submissions: Sequence[T], shard: tuple[int, int]) -> list[tuple[int, T]]:
     """The share of shard ``K/N``: the submissions at places K-1, K-1+N, K-1+2N... of the
     list (with their places), so that N shards cover the class exactly once and evenly."""
     index, count = shard
@@ -53,6 +103,23 @@ def parse_shard(text: str) -> tuple[int, int]:
 
 
 def _grade_one(
+    exercise: Exercise,
+    path: Path,
+    index: int,
+    timeout: float,
+    warm: CheckingService,
+    feedback: str,
+    flags: list[Flag],
+) -> Grade:
+    refusal = not_run(flags)
+    if refusal:
+        return error_grade(exercise, str(path), index, refusal, flags=flags)
+    grade = _checked(exercise, path, index, timeout, warm, feedback)
+    grade.flags = flags
+    return grade
+
+
+def _checked(
     exercise: Exercise,
     path: Path,
     index: int,
@@ -100,7 +167,7 @@ def protection_level(exercise: Exercise, service: CheckingService) -> Protection
 
 def grade(
     exercise: Exercise,
-    submissions: Sequence[Path],
+    submissions: Sequence[Submission],
     jobs: int | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     on_done: Callable[[Grade], None] | None = None,
@@ -110,13 +177,15 @@ def grade(
     shard: tuple[int, int] = (1, 1),
 ) -> Gradebook:
     """Check every submission of ``shard`` on every core; one hang or crash never stops
-    the rest. Each report is kept at the ``feedback`` level.
+    the rest. Each report is kept at the ``feedback`` level. Each grade has its flags
+    (:func:`class_flags`); a symlink or a file outside its folder is not run: 0 points.
 
     First the host protection a check gets here is found (``on_protection`` hears it):
     anything less than full refuses to grade, unless ``unprotected``.
     """
     workers = jobs or os.cpu_count() or 1
     share = shard_of(submissions, shard)
+    flags = class_flags(exercise, submissions)
     # torch is imported once, by a warm process; each submission is a fork of it.
     with CheckingService() as warm, ThreadPoolExecutor(max_workers=workers) as pool:
         level = protection_level(exercise, warm)
@@ -126,8 +195,10 @@ def grade(
             summary = level.summary() if level is not None else "unknown"
             raise TrainerError(UNPROTECTED.format(summary=summary))
         futures = [
-            pool.submit(_grade_one, exercise, path, index, timeout, warm, feedback)
-            for index, path in share
+            pool.submit(
+                _grade_one, exercise, item.path, index, timeout, warm, feedback, flags[index]
+            )
+            for index, item in share
         ]
         if on_done is not None:
             for future in futures:

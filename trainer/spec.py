@@ -20,14 +20,14 @@ from trainer.errors import SpecError, SpecFieldError
 from trainer.vocabulary import FUNCTION_API, MISTAKE_IDS, STAGE_BY_ID, STAGE_IDS, stages_for
 
 FORMAT_VERSION = 1
-DIFFICULTIES = ("easy", "medium", "hard")
+DIFFICULTIES = ("easy", "medium", "hard", "expert")
 # The topics the catalogue is grouped by (`trainer list`, `trainer next --track`), in
 # the order they are shown, with their titles.
 TRACKS = {
     "activations": "Activations",
+    "linalg_indexing": "Linear algebra and indexing",
     "losses": "Losses",
     "normalisation": "Normalisation",
-    "linalg_indexing": "Linear algebra and indexing",
     "conv_pool": "Convolution and pooling",
     "attention": "Attention",
     "networks": "Whole networks",
@@ -168,6 +168,8 @@ class Exercise:
     notes: str = ""
     order: int = 100  # position among exercises of the same difficulty
     track: str | None = None  # one of TRACKS; None lists it under OTHER_TRACK
+    # The ids of the exercises to do before this one (`trainer list` puts them first).
+    requires: tuple[str, ...] = ()
     stability: tuple[StabilityProbe, ...] = ()
     double_backward: bool = False
     # The gradient to compare with, per input, where autograd of the reference
@@ -494,6 +496,11 @@ def _weights(node: _Node) -> dict[str, int]:
         if key not in STAGE_BY_ID:
             raise child.fail(f"{key!r} is not a stage; the stages are: {', '.join(STAGE_IDS)}")
         weights[str(key)] = child.integer(minimum=0)
+        if STAGE_BY_ID[key].with_stub and weights[str(key)]:
+            raise child.fail(
+                f"the stub passes {key!r} (its forward is given), so it is worth 0 points: "
+                "a grade counts only what a learner writes. Weight the other stages"
+            )
     return weights
 
 
@@ -571,11 +578,26 @@ _FIELDS_OPTIONAL = (
     "notes",
     "order",
     "outputs",
+    "requires",
     "stability",
     "track",
     "weights",
     "wrong_variants",
 )
+
+
+def _requires(node: _Node, exercise_id: str) -> tuple[str, ...]:
+    """Prerequisite ids: each an id, none twice, never the exercise itself. Whether they
+    exist, and that they form no cycle, is the catalogue's to check (``catalog.order``)."""
+    ids: list[str] = []
+    for item in node.items():
+        required = item.text(ID_PATTERN, "an exercise id (lower case letters, digits, _)")
+        if required == exercise_id:
+            raise item.fail("an exercise cannot require itself")
+        if required in ids:
+            raise item.fail(f"{required!r} is listed twice")
+        ids.append(required)
+    return tuple(ids)
 
 
 def exercise_from_mapping(data: object, file: str, source: Path | None = None) -> Exercise:
@@ -636,6 +658,7 @@ def exercise_from_mapping(data: object, file: str, source: Path | None = None) -
         notes=root.optional("notes", _Node.text, ""),
         order=root.optional("order", lambda n: n.integer(minimum=0), 100),
         track=root.optional("track", lambda n: n.choice(tuple(TRACKS)), None),
+        requires=root.optional("requires", lambda n: _requires(n, exercise_id), ()),
         stability=root.optional(
             "stability",
             lambda n: tuple(_stability_probe(p, params) for p in n.items()),

@@ -3,7 +3,8 @@
 This is the one declaration of each stage: its id (in ``--json`` and in specs'
 ``fails_at``), its title, when it applies, the function that runs it in the
 checker (a ``module:function`` path, imported only there), its default weight
-in a grade and what it checks in words that give no values away (the
+in a grade (0 for a stage the stub passes: points are for the learner's own
+work) and what it checks in words that give no values away (the
 ``summary`` feedback level). The report's order, the spec vocabulary, the skip
 logic, the grade's columns and the checker's stage list all derive from
 :data:`STAGES`. Adding a stage is one module and one line here.
@@ -73,6 +74,10 @@ class Stage:
     required: bool = False  # every check has it, before the checker says which it runs
     may_skip_in_a_pass: bool = False  # a skip here still passes (no GPU)
     weight: int = 1  # its points in a grade, unless the spec's ``weights`` say otherwise
+    # The stub passes it (a stub's forward works): worth 0 in a grade, and a spec may
+    # not weight it. `trainer validate` runs each stub through every stage and fails a
+    # spec whose stub passes a stage that is worth points.
+    with_stub: bool = False
     checks: str = ""  # what passing means, with no values (the ``summary`` feedback)
     # torch modules its calls import on their first use in a process, in the checker and
     # in the learner's process: imported once by the server and by the learner zygote,
@@ -90,6 +95,8 @@ STAGES: tuple[Stage, ...] = (
         "Load and structure",
         f"{_STAGES}.load:load_stage",
         required=True,
+        weight=0,
+        with_stub=True,
         checks="the file loads and defines the Function with static forward and backward",
     ),
     Stage(
@@ -97,7 +104,8 @@ STAGES: tuple[Stage, ...] = (
         "Forward parity",
         f"{_STAGES}.forward:forward_stage",
         required=True,
-        weight=2,
+        weight=0,
+        with_stub=True,
         checks="forward gives the reference's outputs",
     ),
     Stage(

@@ -17,12 +17,23 @@ from trainer.errors import WorkspaceError
 from trainer.files import write_atomically
 from trainer.settings import SETTINGS_FILE
 from trainer.spec import Exercise
-from trainer.state import STATE_FILE
+from trainer.state import LOCK_FILE, STATE_FILE
 
 WORKSPACE_ENV = "TRAINER_WORKSPACE"
 DEFAULT_WORKSPACE = "trainer-workspace"
 BACKUPS = ".backups"
 HEADER_WIDTH = 79  # the statement at the top of a scratch file fits an 80-column editor
+# Written once into a new workspace, never over the user's own: a workspace committed to
+# git (a Classroom template's stubs) commits the scratch files and not the bookkeeping.
+GITIGNORE = f"""\
+# Written by trainer: the workspace's bookkeeping stays out of git (progress, its
+# lock, remembered folders with this machine's paths, backups); EX.py files go in.
+{STATE_FILE}
+{LOCK_FILE}
+{STATE_FILE}.broken-*
+{SETTINGS_FILE}
+{BACKUPS}/
+"""
 
 
 def resolve_workspace(option: Path | None = None, start: Path | None = None) -> Path:
@@ -124,6 +135,9 @@ class Workspace:
                 f"the workspace {self.root} is not writable. Fix its permissions, "
                 "or choose another with --workspace."
             )
+        ignore = self.root / ".gitignore"
+        if not ignore.exists():
+            write_atomically(ignore, GITIGNORE)
         return self.root
 
     def scratch_path(self, exercise_id: str) -> Path:

@@ -98,10 +98,8 @@ def check(
     exercise = session.exercise(exercise_id)
     if file is None:
         path = session.scratch_file(exercise)
-    elif not file.is_file():
+    elif not file.is_file() and not file.is_symlink():
         raise WorkspaceError(f"no file at {file}. Check the path given to --file.")
-    elif not file.read_bytes().strip():
-        raise WorkspaceError(f"{file} is empty: nothing to check. Check the path given to --file.")
     else:
         path = file
     report = run_check(

@@ -51,34 +51,49 @@ def init(
     ],
     folder: DirOption = Path("."),
     install: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--install",
-            help="What the workflow gives `pip install` for the trainer (after a CPU torch).",
+            help="What the workflow gives `pip install` for the trainer (after a CPU torch); "
+            "default: this trainer's wheel, written into .github/classroom/.",
         ),
-    ] = "autograd-trainer",
+    ] = None,
     force: Annotated[
         bool, typer.Option("--force", help="Replace the files if they exist.")
     ] = False,
     workspace: WorkspaceOption = None,
     exercises_dir: ExercisesDirOption = None,
 ) -> None:
-    """Write the autograding workflow and autograding.json for these exercises.
+    """Write the autograding workflow, autograding.json and this trainer's wheel.
 
     The workflow (.github/workflows/classroom.yml) checks each exercise with
     `trainer check EX --json` and gives it the weights of the stages it passed.
     .github/classroom/autograding.json is the older autograder's format: all of an
     exercise's points or none. Exit code 0 when written; 2 when not (an unknown
-    exercise, a file that exists without --force).
+    exercise, a file that exists without --force). The workflow installs the wheel
+    from .github/classroom/ (the trainer is on no package index); --install names
+    another source for pip instead, and then no wheel is written.
 
     Example: trainer classroom init sigmoid relu linear
     """
-    from trainer.classroom import classroom_files, in_repository, max_points, write_files
+    from trainer.classroom import (
+        WHEEL_FOLDER,
+        classroom_files,
+        in_repository,
+        max_points,
+        wheel_install,
+        write_files,
+    )
+    from trainer.wheel import wheel_name, write_wheel
 
     session = Session(ctx, workspace, exercises_dir)
     exercises = [session.catalog.get(exercise_id) for exercise_id in dict.fromkeys(exercise_ids)]
     items = [in_repository(exercise, folder) for exercise in exercises]
-    written = write_files(folder, classroom_files(items, install), force=force)
+    wheel = [] if install is not None else [WHEEL_FOLDER / wheel_name()]
+    files = classroom_files(items, install or wheel_install(wheel_name()))
+    written = write_files(folder, files, force=force, also=wheel)
+    if wheel:
+        written.append(write_wheel(folder / WHEEL_FOLDER))
     console.classroom_written(written, [(e.id, max_points(e)) for e in exercises])
 
 
@@ -100,19 +115,30 @@ def result(
 
     One line, result=<base64 of the JSON>, for $GITHUB_OUTPUT; the stages and their
     points go to stderr (the step's log). A missing, empty or malformed report is
-    an error worth 0 points, never a pass. Exit code 0 whatever the verdict.
+    an error worth 0 points, never a pass; so is a scratch file that is a symlink or
+    lies outside the repository (run it at the repository's top). Exit code 0
+    whatever the verdict.
 
     Example: trainer classroom result sigmoid .trainer-results/sigmoid.json >> "$GITHUB_OUTPUT"
     """
-    from trainer.classroom import NoReport, classroom_result, output_line, read_report
+    from trainer.classroom import (
+        NoReport,
+        classroom_result,
+        output_line,
+        read_report,
+        scratch_flags,
+    )
 
     # Whatever opening the session prints (an interview's summary) goes to the log:
     # stdout is the step's output, where one stray line fails the step.
     with contextlib.redirect_stdout(sys.stderr):
         session = Session(ctx, workspace, exercises_dir)
         exercise = session.catalog.get(exercise_id)
+    # Run at the repository's top (the workflow does): a scratch file that is a symlink,
+    # or outside the repository, is not the student's work and scores 0.
+    flags = scratch_flags(session.workspace.scratch_path(exercise.id), Path.cwd())
     try:
-        document = classroom_result(exercise, read_report(report, exercise.id))
+        document = classroom_result(exercise, read_report(report, exercise.id), flags=flags)
     except NoReport as problem:
         reason = str(problem)
         scratch = session.workspace.scratch_path(exercise.id)

@@ -172,6 +172,25 @@ class Session:
                 return exercise
         return None
 
+    def prerequisites_not_passed(self, exercise: Exercise) -> list[Exercise]:
+        """What ``exercise`` requires, directly or not, and is not passed yet, in the
+        order of ``trainer list``."""
+        state = self.store.load() if self.exists else None
+        by_id = {e.id: e for e in self.catalog.all}
+        needed: set[str] = set()
+        todo = list(exercise.requires)
+        while todo:
+            required = todo.pop()
+            if required in needed or required not in by_id:
+                continue
+            needed.add(required)
+            todo += by_id[required].requires
+        return [
+            e
+            for e in self.catalog.all
+            if e.id in needed and (state is None or not state.progress(e.id).passed)
+        ]
+
     def record_check(
         self, exercise: Exercise, passed: bool
     ) -> tuple[float | None, "InterviewSummary | None"]:

@@ -41,6 +41,9 @@ def next_exercise(
 ) -> None:
     """Start the first exercise you have not passed yet, in the order of `trainer list`.
 
+    With --track, an exercise whose prerequisites (in other tracks) are not passed
+    yet starts the first of them instead.
+
     Example: trainer next --track losses
     """
     if track is not None and track not in TRACKS:
@@ -54,4 +57,12 @@ def next_exercise(
         exercises = [e for e in session.catalog.all if track is None or e.track == track]
         console.all_passed(len(exercises), TRACKS.get(track or ""))
         return
+    missing = session.prerequisites_not_passed(exercise)
+    if missing:
+        # Only with --track: without one, the catalogue's order puts prerequisites first.
+        console.notice(
+            f"`{exercise.id}` requires {', '.join(f'`{e.id}`' for e in missing)}, not passed "
+            f"yet: starting `{missing[0].id}` first."
+        )
+        exercise = missing[0]
     session.start(exercise)

@@ -105,6 +105,7 @@ def prepare() -> None:
         _landlock_abi()
     _readable_roots()
     _libc()
+    _memory_cgroup_base()
 
 
 @functools.cache
@@ -123,13 +124,94 @@ def scratch_folder() -> str:
 
 
 def release(scratch: str | None) -> None:
-    """After a learner process is gone: remove its folder. Normally an empty mount point
-    (what the process wrote lived in its private tmpfs); where no tmpfs could be mounted,
-    whatever the learner's code left there, of any depth and any permissions. Never
-    raises: one check's leftovers must not stop the zygote that serves the others."""
+    """After a learner process is gone: remove its folder and its memory cgroup. The
+    folder is normally an empty mount point (what the process wrote lived in its private
+    tmpfs); where no tmpfs could be mounted, whatever the learner's code left there, of
+    any depth and any permissions. Never raises: one check's leftovers must not stop the
+    zygote that serves the others."""
     if scratch:
         with contextlib.suppress(Exception):
             remove_tree(scratch)
+        base = _memory_cgroup_base()
+        if base is not None:
+            with contextlib.suppress(OSError):
+                (base / _cgroup_name(scratch)).rmdir()
+
+
+# -- memory: a cgroup of its own, where one can be made ----------------------------------------
+
+
+def join_memory_cgroup(scratch: str | None, settings: object, megabytes: object) -> str | None:
+    """In the zygote's fork, before anything else (root outside any namespace): move this
+    process into a memory cgroup of its own, which the learner's process, its child, is
+    born in. Its cap is the check's memory limit, plus the scratch tmpfs, plus what this
+    process already has resident (pages shared with the zygote are charged to the zygote
+    until written, and writing them copies them here). Returns how, or None: no cgroup
+    (not root, no memory cap, no writable memory controller)."""
+    if not scratch or not isinstance(megabytes, int) or megabytes <= 0:
+        return None
+    if os.geteuid() != 0 or "memory" in _skip(settings):
+        return None
+    base = _memory_cgroup_base()
+    if base is None:
+        return None
+    options: Mapping[str, object] = settings if isinstance(settings, dict) else {}
+    scratch_mb = _positive(options.get("scratch_mb"), DEFAULT_SCRATCH_MB)
+    try:
+        with open("/proc/self/statm") as statm:
+            resident = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        cap = (megabytes + scratch_mb) * 1024 * 1024 + resident
+        own = base / _cgroup_name(scratch)
+        own.mkdir()
+        v2 = (own / "memory.max").exists()
+        (own / ("memory.max" if v2 else "memory.limit_in_bytes")).write_text(str(cap))
+        if v2:
+            (own / "memory.swap.max").write_text("0")
+        (own / "cgroup.procs").write_text(str(os.getpid()))
+    except OSError:
+        return None
+    return f"a memory cgroup of its own ({cap >> 20} MiB with torch's pages)"
+
+
+def _cgroup_name(scratch: str) -> str:
+    return "trainer-" + os.path.basename(scratch.rstrip(os.sep))
+
+
+@functools.cache
+def _memory_cgroup_base() -> Path | None:
+    """The folder of this process's memory cgroup (v1) or unified cgroup (v2), if any."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return None
+    memberships = {}
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        memberships[controllers] = path
+    for mount in mounts:
+        # "id parent major:minor root mountpoint options - fstype source superoptions"
+        left, _, right = mount.partition(" - ")
+        fields, extra = left.split(), right.split()
+        if len(fields) < 5 or len(extra) < 3:
+            continue
+        root, point, fstype, superoptions = fields[3], fields[4], extra[0], extra[2].split(",")
+        if fstype == "cgroup" and "memory" in superoptions:
+            key = next((k for k in memberships if "memory" in k.split(",")), None)
+            if key is not None:
+                return _inside(point, root, memberships[key])
+        if fstype == "cgroup2" and "" in memberships:
+            base = _inside(point, root, memberships[""])
+            with contextlib.suppress(OSError):
+                if "memory" in (base / "cgroup.controllers").read_text().split():
+                    return base
+    return None
+
+
+def _inside(point: str, root: str, path: str) -> Path:
+    """Where cgroup ``path`` lies under a mount of the cgroup tree's ``root`` at ``point``."""
+    relative = path[len(root) :] if root != "/" and path.startswith(root) else path
+    return Path(point + relative.rstrip("/")).resolve()
 
 
 def remove_tree(top: str) -> None:

@@ -360,7 +360,9 @@ class DerivationWatch:
         self._probe_ids: list[int] = []  # the graph tasks the probes ran, in order
         self._passes_seen = 0  # backward passes the dispatch mode saw in a call
         self._scope: set[str] | None = None  # in a counted stretch: the methods called
-        self._installed: dict[str, tuple[object, object]] = {}  # name -> (raw before, wrapper)
+        # (class, name) -> (what the class held before, the wrapper)
+        self._installed: dict[tuple[type, str], tuple[object, object]] = {}
+        self._classes: list[type] = []  # the classes whose methods are wrapped
         compiled = "torch._dynamo" in sys.modules
         self._ops = (_CompiledOpWatch if compiled else _OpWatch)(self)
         self._reads = _FunctionWatch(self)
@@ -451,43 +453,41 @@ class DerivationWatch:
                 _Bracket(method or "backward", -1, None, False, None, 0),
             )
 
-    def adopt(self, function: type[torch.autograd.Function]) -> None:
-        """Watch every staticmethod ``function`` (or a base of its own) defines."""
-        if self.function is not None and self.function is not function:
+    def adopt(self, function: type[torch.autograd.Function], also: bool = False) -> None:
+        """Watch every staticmethod ``function`` (or a base of its own) defines; with
+        ``also``, as well as the classes adopted before (a fresh copy of the file's
+        class), else instead of them."""
+        if not also:
             self._uninstall()
-        self.function = function
+            self._classes.clear()
+        if function not in self._classes:
+            self._classes.append(function)
+        if self.function is None or not also:
+            self.function = function
         self._install()
 
     def hold(self) -> None:
         """Before a request: the wrappers the learner's code removed since the last one
-        are reported and put back; staticmethods added to the class are wrapped."""
+        are reported and put back; staticmethods added to a class are wrapped."""
         if not self._started:
             return
-        cls = self.function
-        if cls is None:
-            return
-        for name, (_, wrapper) in list(self._installed.items()):
+        for (cls, name), (_, wrapper) in list(self._installed.items()):
             if cls.__dict__.get(name) is not wrapper:
                 self._tamper(f"lost its hold on {name}")
-                del self._installed[name]
+                del self._installed[(cls, name)]
         self._install()
 
     def _install(self) -> None:
-        cls = self.function
-        if cls is None:
-            return
-        for name, raw in _learner_staticmethods(cls).items():
-            if name in self._installed:
-                continue
-            wrapper = staticmethod(_watched(self, name, raw))
-            self._installed[name] = (cls.__dict__.get(name, _MISSING), wrapper)
-            setattr(cls, name, wrapper)
+        for cls in self._classes:
+            for name, raw in _learner_staticmethods(cls).items():
+                if (cls, name) in self._installed:
+                    continue
+                wrapper = staticmethod(_watched(self, cls, name, raw))
+                self._installed[(cls, name)] = (cls.__dict__.get(name, _MISSING), wrapper)
+                setattr(cls, name, wrapper)
 
     def _uninstall(self) -> None:
-        cls = self.function
-        if cls is None:
-            return
-        for name, (before, wrapper) in self._installed.items():
+        for (cls, name), (before, wrapper) in self._installed.items():
             if cls.__dict__.get(name) is not wrapper:
                 self._tamper(f"lost its hold on {name}")
             if before is _MISSING:
@@ -739,11 +739,10 @@ class DerivationWatch:
             bracket,
         )
 
-    def _see_vmap_rule(self, args: Sequence[Any], result: Any) -> None:
+    def _see_vmap_rule(self, cls: type, args: Sequence[Any], result: Any) -> None:
         """A ``vmap`` staticmethod whose outputs reach its inputs through torch's own
         graph nodes, not the class's: autograd would derive those gradients."""
-        cls = self.function
-        if cls is None or not isinstance(result, tuple) or len(result) != 2:
+        if not isinstance(result, tuple) or len(result) != 2:
             return
         self._probing = True  # reading grad_fn here is the watch's own doing
         try:
@@ -839,7 +838,7 @@ _CALLED_BY_TORCH = ("forward", "setup_context", "backward", "vjp", "jvp", "vmap"
 
 
 def _watched(
-    watch: DerivationWatch, method: str, original: Callable[..., Any]
+    watch: DerivationWatch, cls: type, method: str, original: Callable[..., Any]
 ) -> Callable[..., Any]:
     @functools.wraps(original)
     def watched(*args: Any, **kwargs: Any) -> Any:
@@ -849,7 +848,7 @@ def _watched(
         finally:
             watch._close()
         if method == "vmap":
-            watch._see_vmap_rule(args, result)
+            watch._see_vmap_rule(cls, args, result)
         return result
 
     return watched

@@ -142,6 +142,42 @@ def _out_of_memory(error: BaseException) -> bool:
     return isinstance(error, MemoryError) or "can't allocate memory" in str(error)
 
 
+def _jacobian_words(error: BaseException, path: Path) -> str | None:
+    """An out-of-memory error in backward whose tensors are small: what ran out is of the
+    order of their size squared, a materialised Jacobian. Told from the sizes of the
+    tensors in the learner's failing frame and the cap, not from the error's words."""
+    if not MEMORY_LIMIT_MB:
+        return None
+    tb = error.__traceback__
+    frame = None
+    while tb is not None:
+        if Path(tb.tb_frame.f_code.co_filename) == path:
+            frame = tb.tb_frame
+        tb = tb.tb_next
+    if frame is None:
+        return None
+    try:
+        sizes = [
+            (int(v.numel()), int(v.element_size()))
+            for v in frame.f_locals.values()
+            if type(v).__name__ in ("Tensor", "Parameter") and hasattr(v, "numel")
+        ]
+    except Exception:  # the learner's locals may be anything
+        return None
+    if not sizes:
+        return None
+    n, size = max(sizes)
+    cap = MEMORY_LIMIT_MB * 1024 * 1024
+    if n * size * 64 > cap or n * n * size < cap // 4:
+        return None  # the tensors themselves are large, or their square fits
+    return (
+        f"ran out of memory though its tensors hold {n:,} elements at most: it built "
+        "something far larger, of the order of their size squared. A materialised Jacobian "
+        "(diag_embed, an outer product, torch.eye(n))? Multiply grad_output through the "
+        "Jacobian's formula instead of building the matrix"
+    )
+
+
 def out_of_memory_words() -> str:
     cap = (
         f"the check's cap of {MEMORY_LIMIT_MB} MiB above what torch itself uses"
@@ -335,8 +371,12 @@ def explain_learner_error(error: BaseException, path: Path, during: str) -> tupl
     stopped = protection_words(error)
     if stopped:
         return f"{during} {stopped}", frames
+    unsaved = _fewer_saved_than_read(error, path)
+    if unsaved:
+        return f"{during} {unsaved}", frames
     if _out_of_memory(error):
-        return f"{during} {out_of_memory_words()}", frames
+        jacobian = _jacobian_words(error, path) if during == "backward" else None
+        return f"{during} {jacobian or out_of_memory_words()}", frames
     if isinstance(error, SystemExit):
         return f"your code called sys.exit({error.code!r}) during {during}", frames
     if isinstance(error, RecursionError):
@@ -349,6 +389,51 @@ def explain_learner_error(error: BaseException, path: Path, during: str) -> tupl
     if during == "forward":
         return f"torch rejected what forward did: {describe_exception(error)}", []
     return f"{during} raised {describe_exception(error)}", []
+
+
+def _fewer_saved_than_read(error: BaseException, path: Path) -> str | None:
+    """The commonest beginner bug, named: backward unpacks or indexes ``ctx.saved_tensors``
+    (a ValueError of unpacking, an IndexError) and forward saved fewer tensors than that
+    (nothing, often: ``ctx.save_for_backward`` was never called). Told from the failing
+    line of the learner's file and the ctx in that frame, not from the error's words."""
+    if not isinstance(error, ValueError | IndexError):
+        return None
+    frame = None
+    tb = error.__traceback__
+    while tb is not None:
+        if Path(tb.tb_frame.f_code.co_filename) == path:
+            frame = tb
+        tb = tb.tb_next
+    if frame is None:
+        return None
+    lines = traceback.extract_tb(error.__traceback__)
+    line = next(
+        (
+            f.line or ""
+            for f in reversed(lines)
+            if Path(f.filename) == path and f.lineno == frame.tb_lineno
+        ),
+        "",
+    )
+    if "saved_tensors" not in line:
+        return None
+    ctx = frame.tb_frame.f_locals.get("ctx")
+    try:
+        saved = len(ctx.saved_tensors) if ctx is not None else None
+    except Exception:  # the learner's ctx may be anything
+        saved = None
+    what = (
+        "nothing"
+        if saved == 0
+        else f"{saved} tensor{'s' * (saved != 1)}"
+        if saved
+        else "fewer tensors"
+    )
+    return (
+        f"reads more from ctx.saved_tensors than forward saved ({what}): call "
+        "ctx.save_for_backward(...) in forward with every tensor backward needs, in the "
+        "order backward unpacks them"
+    )
 
 
 # -- host protection (issue 16): what it stopped, named ------------------------------------

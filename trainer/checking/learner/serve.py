@@ -188,6 +188,16 @@ class _Server:
         function_class = self.function_class
         if function_class is None:
             return {"error": {"message": "the class was not loaded", "details": []}}
+        if request.get("fresh"):
+            # A fresh copy of the file (module, class, globals: no state of earlier
+            # calls), to tell a formula that is wrong for these inputs from kept state.
+            try:
+                with self.watch.importing():  # watched as the first import was
+                    module = import_source(self.source, self.path)
+                function_class = find_function_class(module, self.exercise, self.path)
+            except LearnerProblem as problem:
+                return {"error": {"message": problem.message, "details": problem.details}}
+            self.watch.adopt(function_class, also=True)
         sets = [
             (
                 _arguments(item, blobs),
@@ -197,6 +207,7 @@ class _Server:
         ]
         scenario = str(request.get("scenario"))
         order = [int(i) for i in request.get("order", range(len(sets)))]
+        shared = [int(i) for i in request.get("shared", [])]
         try:
             with self.watch.counted() as own_pass:
                 result = _train(
@@ -205,6 +216,7 @@ class _Server:
                     sets,
                     order,
                     float(request.get("budget", 3.0)),
+                    shared,
                     own_pass,
                 )
         except BaseException as error:  # the learner's code may raise anything
@@ -304,10 +316,15 @@ def _fresh(args: list[Any]) -> tuple[list[Any], list[torch.Tensor]]:
     return fresh, [a for a in fresh if isinstance(a, torch.Tensor) and a.requires_grad]
 
 
-def _outputs(function_class: type[torch.autograd.Function], args: list[Any]) -> list[Any]:
-    """forward's outputs through ``apply``; a graph that is not the class's own (see
+def _outputs(
+    function_class: type[torch.autograd.Function], args: list[Any], called: list[Any] | None = None
+) -> list[Any]:
+    """forward's outputs through ``apply`` (of ``called``, forward's very arguments, when
+    given; else of the activations of ``args``); a graph that is not the class's own (see
     :func:`recorded_by`) is refused, as in the forward request."""
-    result = function_class.apply(*api_calls.activations(args))  # type: ignore[no-untyped-call]
+    if called is None:
+        called = api_calls.activations(args)
+    result = function_class.apply(*called)  # type: ignore[no-untyped-call]
     return own_graph(list(result) if isinstance(result, tuple | list) else [result], function_class)
 
 
@@ -327,6 +344,7 @@ def _train(
     sets: list[tuple[list[Any], list[Any]]],
     order: list[int],
     budget: float = 3.0,
+    shared: list[int] | None = None,
     own_pass: Callable[[], None] = lambda: None,
 ) -> list[list[torch.Tensor | None]]:
     """``own_pass`` is called before each backward pass this code runs itself (the
@@ -373,6 +391,28 @@ def _train(
             own_pass()
             torch.autograd.backward(loss)
         return [[leaf.grad for leaf in leaves]]
+    if scenario == "shared":
+        # The second call uses the first call's tensors at `shared` (tied weights): one
+        # graph, one backward pass; the shared leaves' gradients sum both uses.
+        # Both calls get the very same tensor object there, as a network's Parameter is.
+        (args1, upstream1), (args2, upstream2) = sets[0], sets[1]
+        fresh1, leaves1 = _fresh(args1)
+        fresh2, _ = _fresh(args2)
+        at = set(shared or [])
+        called1, called2 = api_calls.activations(fresh1), api_calls.activations(fresh2)
+        for index in at:
+            fresh2[index] = fresh1[index]
+            called1[index] = called2[index] = fresh1[index]
+        leaves2 = [
+            a
+            for index, a in enumerate(fresh2)
+            if index not in at and isinstance(a, torch.Tensor) and a.requires_grad
+        ]
+        loss = _loss(_outputs(function_class, fresh1, called1), upstream1) + _loss(
+            _outputs(function_class, fresh2, called2), upstream2
+        )
+        flat = grads(loss, leaves1 + leaves2)
+        return [flat[: len(leaves1)], flat[len(leaves1) :]]
     if scenario == "some_outputs":
         results = []
         for args, upstream in sets:

@@ -193,6 +193,8 @@ def _become_learner(
     for learner in learners.values():
         learner.control.close()
     settings = header.get("confine")
+    limit = header.get("memory_limit_mb")
+    cgroup = confine.join_memory_cgroup(header.get("scratch"), settings, limit)
     namespaces = confine.enter_namespaces(settings)
     if "pid" in namespaces:
         try:
@@ -211,10 +213,11 @@ def _become_learner(
     os.dup2(output_fd, 2)
     os.close(output_fd)
     processes.set_dumpable(True)
-    limit = header.get("memory_limit_mb")
     memory = limit_memory(limit)
     if memory:
         loading.MEMORY_LIMIT_MB = int(limit)  # type: ignore[arg-type]
+        if cgroup:
+            memory += f" and {cgroup}"
     facts = header.get("learner")
     facts = facts if isinstance(facts, dict) else {}
     # Host protection, before anything of the learner's runs.

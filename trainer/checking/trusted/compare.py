@@ -42,6 +42,15 @@ def _number(value: float) -> str:
     return f"{value:.6g}"
 
 
+def _distinct(value: float, other: float) -> str:
+    """``value`` with as many significant digits as it takes to tell it from ``other``
+    (6 as usual; up to 17, trailing zeros kept, so both read alike)."""
+    for digits in range(6, 18):
+        if f"{value:.{digits}g}" != f"{other:.{digits}g}":
+            return f"{value:.6g}" if digits == 6 else f"{value:#.{digits}g}"
+    return f"{value:.17g}"
+
+
 @dataclass(frozen=True)
 class Mismatch:
     summary: str  # what is wrong, e.g. "grad for `x` has shape (3,) but should have shape (4,)"
@@ -49,6 +58,9 @@ class Mismatch:
     allowed: str = ""  # the tolerance, in words
     index: tuple[int, ...] | None = None  # the worst element
     wrong: torch.Tensor | None = None  # bool, where the values are out of tolerance
+    # How wrong, against the values' own scale: the largest error / (1 + max |expected|).
+    # Orders failures: the largest is shown first, not a float64 rounding in a first run.
+    severity: float = 0.0
 
 
 def compare_tensor(
@@ -97,12 +109,21 @@ def compare_tensor(
     return Mismatch(
         f"{what} is wrong at {count} of {got.numel()} element{'s' * (got.numel() != 1)}",
         f"largest error {_number(abs(got_value - exp_value))} at {where}: "
-        f"expected {_number(exp_value)}, got {_number(got_value)} "
+        f"expected {_distinct(exp_value, got_value)}, got {_distinct(got_value, exp_value)} "
         f"(allowed {tolerance.atol:g} + {tolerance.rtol:g}·|expected|)",
         f"allowed {tolerance.atol:g} + {tolerance.rtol:g}·|expected|",
         index,
         bad,
+        _severity(got_value, exp_value, want),
     )
+
+
+def _severity(got: float, expected: float, want: torch.Tensor) -> float:
+    """The largest error against the values' own scale; infinite for NaN or infinity."""
+    finite = want[want.isfinite()] if want.numel() else want
+    scale = 1.0 + (float(finite.abs().max()) if finite.numel() else 0.0)
+    error = abs(got - expected)
+    return error / scale if error == error else float("inf")
 
 
 def _all_close(

@@ -59,14 +59,19 @@ def _raw_return(checked: Checked, run: Run, notes: set[str]) -> Failure | None:
         return Failure(run, text, diagnosis=named("not_a_tensor", text))
     values = raw if isinstance(raw, tuple) else (raw,)
     names = ", ".join(f"`{p.name}`" for p in params)
+    if len(values) > len(params) and all(v is None for v in values[len(params) :]):
+        # As autograd does: trailing Nones (for forward's optional parameters, say) are
+        # dropped, however many there are.
+        values = values[: len(params)]
     if len(values) != len(params):
         scalars = [p.name for p in params if isinstance(p, ScalarParam)]
         advice = f", with None for {', '.join(f'`{n}`' for n in scalars)}" if scalars else ""
         count = f"{len(values)} value{'s' * (len(values) != 1)}"
+        extra = " (values past those may only be None)" if len(values) > len(params) else ""
         text = (
-            f"backward returned {count} but forward takes {len(params)} "
+            f"backward returned {count} but forward is called with {len(params)} "
             f"input{'s' * (len(params) != 1)} ({names}): "
-            f"return one per input, in order{advice}"
+            f"return one per input, in order{advice}{extra}"
         )
         return Failure(run, text, diagnosis=named("wrong_count", text))
     for param, value in zip(params, values, strict=True):

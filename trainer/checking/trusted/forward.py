@@ -48,8 +48,15 @@ def forward_stage(checked: Checked) -> StageOutcome:
                 output_name(exercise, index), expected, got, run.tolerance, slack
             )
             if mismatch:
-                failures.append(Failure(run, mismatch.summary, _lines(mismatch.detail)))
+                failures.append(
+                    Failure(
+                        run, mismatch.summary, _lines(mismatch.detail), severity=mismatch.severity
+                    )
+                )
                 break
+    # The most wrong first (run order among equals): a float64 rounding error in the
+    # first run must not hide an error of 3.0 (an ignored mask) in a later one.
+    failures.sort(key=lambda f: -f.severity)
     return summarise(
         failures,
         len(plan.runs),

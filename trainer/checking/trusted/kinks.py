@@ -6,7 +6,7 @@ import torch
 
 from trainer.checking.trusted.compare import compare_tensor
 from trainer.checking.trusted.diagnosis import named
-from trainer.checking.trusted.plan import KinkRun
+from trainer.checking.trusted.plan import NEAR_KINK, KinkRun
 from trainer.checking.trusted.stages import (
     Checked,
     Failure,
@@ -57,6 +57,7 @@ def _kink_failure(checked: Checked, kink_run: KinkRun) -> Failure | None:
                 masked_got[point.flat_index] = 0.0
         mismatch = compare_tensor(f"grad for `{name}`", masked_expected, masked_got, run.tolerance)
         if mismatch:
+            near = True
             text = f"next to the kinks, {mismatch.summary}"
             tensor = dict(zip((p.name for p in run.params), run.args, strict=True)).get(name)
             if mismatch.index is not None and isinstance(tensor, torch.Tensor):
@@ -64,13 +65,21 @@ def _kink_failure(checked: Checked, kink_run: KinkRun) -> Failure | None:
                 value = float(tensor.reshape(-1)[flat])
                 kink = min(kink_run.points, key=lambda p: abs(p.value - value))
                 side = "above" if value > kink.value else "below"
-                text = (
-                    f"close to the kink `{name}` = {kink.value:g} ({kink.expression}), at "
-                    f"{name}[{_unflat(flat, tensor.shape)}] = {value:.8g} "
-                    f"({abs(value - kink.value):.1g} {side}), {mismatch.summary}: the gradient "
-                    "must switch exactly at the kink, not before or after it"
-                )
-            diagnosis = named("near_kink", text, name)
+                distance = abs(value - kink.value)
+                where = f"{name}[{_unflat(flat, tensor.shape)}] = {value:.8g}"
+                if distance <= max(NEAR_KINK[run.dtype]) * max(1.0, abs(kink.value)):
+                    text = (
+                        f"close to the kink `{name}` = {kink.value:g} ({kink.expression}), at "
+                        f"{where} ({distance:.1g} {side}), {mismatch.summary}: the gradient "
+                        "must switch exactly at the kink, not before or after it"
+                    )
+                else:  # the worst element is not near a kink: not a kink mistake
+                    near = False
+                    text = (
+                        f"away from the kinks (at {where}, {distance:.3g} from the nearest, "
+                        f"{kink.value:g}), {mismatch.summary}"
+                    )
+            diagnosis = named("near_kink", text, name) if near else None
             return Failure(run, text, [mismatch.detail], diagnosis)
     return None
 

@@ -295,6 +295,8 @@ def _map_pattern(
             if extra == 1 and len(got_shape) == 2
             else "wrong, but summed over the extra dimensions it is right"
         )
+    elif bool(grid.all()):
+        seen = f"wrong at every element ({wrong.numel()} of {wrong.numel()})"
     elif grid.shape[0] > 1 and bool((grid.all(dim=0) | ~grid.any(dim=0)).all()):
         count = int(grid.all(dim=0).sum())
         seen = f"whole columns wrong ({count} of {grid.shape[1]})"

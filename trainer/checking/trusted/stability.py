@@ -67,7 +67,7 @@ def _domain_failure(checked: Checked, run: Run) -> Failure | None:
         slack = run.outputs_slack[index] if run.outputs_slack else None
         mismatch = compare_tensor(output_name(exercise, index), expected, got, run.tolerance, slack)
         if mismatch:
-            return _off_domain(run, mismatch, expected.shape, "forward")
+            return _off_domain(run, mismatch, expected.shape, "forward", values=(expected, got))
     grads = learner_gradients(checked.function_class, run, exercise)
     if isinstance(grads, Failure):
         return grads
@@ -99,8 +99,10 @@ def _off_domain(
     during: str,
     upstream: tuple[torch.Tensor, ...] = (),
     gradients: tuple[torch.Tensor, torch.Tensor] | None = None,
+    values: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> Failure:
-    """Words for a value that is wrong somewhere across the domain: where, and a guess why."""
+    """Words for a value that is wrong somewhere across the domain: where, and why when
+    the evidence says (see :func:`_reason`)."""
     where = _input_at(run, mismatch.index, shape)
     text = f"{mismatch.summary} ({DTYPE_NAMES[run.dtype]}{', at ' + where if where else ''})"
     mistake = "wrong_on_domain"
@@ -113,12 +115,68 @@ def _off_domain(
             "grad_output? It must multiply by it, whatever its size"
         )
     if mistake == "wrong_on_domain":
-        text += (
-            ": the formula must hold over the whole domain, large magnitudes included "
-            "(a clamp, a threshold or a shortcut that is only right near 0?)"
-        )
+        reason = _reason(run, mismatch, shape, gradients or values)
+        text += ": the formula must hold over the whole domain" + (f", {reason}" if reason else "")
     details = [mismatch.detail] if mismatch.detail else []
     return Failure(None, text, details, named(mistake, text))
+
+
+def _reason(
+    run: Run,
+    mismatch: Mismatch,
+    shape: torch.Size,
+    pair: tuple[torch.Tensor, torch.Tensor] | None,
+) -> str:
+    """Why the values are wrong, as far as the evidence goes; "" when it says nothing.
+
+    * wrong only where an input ties with another of its values: the tie rule;
+    * in float32, a small relative error: precision lost (cancellation);
+    * wrong exactly at the largest magnitudes, and badly: a clamp or threshold.
+    """
+    wrong = mismatch.wrong
+    if pair is None or wrong is None or not bool(wrong.any()):
+        return ""
+    expected, got = (t.detach().to(torch.float64) for t in pair)
+    if expected.shape != wrong.shape or got.shape != wrong.shape:
+        return ""
+    inputs = [
+        a.detach().to(torch.float64)
+        for a in run.args
+        if isinstance(a, torch.Tensor) and a.is_floating_point() and a.shape == shape
+    ]
+    if inputs and bool((~wrong).any()):
+        x = inputs[0]
+        tied = _tied(x)
+        if bool(tied[wrong].all()) and not bool(tied[~wrong].all()):
+            return (
+                "ties included: it is wrong only where inputs are equal. On a tie the "
+                "gradient must go where the spec says (check the tie rule)"
+            )
+    scale = expected.abs().clamp_min(1e-300)
+    relative = float(((got - expected).abs() / scale)[wrong].max())
+    if run.dtype == torch.float32 and relative < 0.05:
+        return (
+            "in float32 too: it is off by a small fraction, precision lost to "
+            "cancellation (E[x²] − E[x]² loses it when the mean is large against the "
+            "spread: subtract the mean before you square)"
+        )
+    if inputs:
+        magnitude = inputs[0].abs()
+        smallest_wrong = float(magnitude[wrong].min())
+        if smallest_wrong > 1 and smallest_wrong >= float(magnitude.median()):
+            return (
+                "large magnitudes included: it is wrong only at large inputs. A clamp, a "
+                "threshold or a shortcut that is only right near 0?"
+            )
+    return ""
+
+
+def _tied(x: torch.Tensor) -> torch.Tensor:
+    """Where an element of ``x`` equals another element of ``x``."""
+    flat = x.reshape(-1)
+    _, inverse, counts = torch.unique(flat, return_inverse=True, return_counts=True)
+    tied: torch.Tensor = (counts[inverse] > 1).reshape(x.shape)
+    return tied
 
 
 def _clips(
@@ -149,8 +207,14 @@ def _not_finite(run: Run, what: str, tensor: torch.Tensor) -> Failure:
     value = float(flat[first])
     where = _input_at(run, index, tensor.shape) or run.case.describe()
     shown = "[" + ", ".join(map(str, index)) + "]"
+    why = (
+        "an overflow (exp of a large value? subtract the max first)"
+        if value in (float("inf"), float("-inf"))
+        else "0/0, inf − inf or inf·0 (a division by a sum or norm that is 0 here, or an "
+        "overflow cancelled later)"
+    )
     text = (
         f"{what} {value} at {shown} for {where} ({DTYPE_NAMES[run.dtype]}), where the "
-        "reference is finite: rewrite it in a numerically stable form"
+        f"reference is finite: {why}; rewrite it in a numerically stable form"
     )
     return Failure(None, text, diagnosis=named("non_finite", text))

@@ -87,6 +87,7 @@ class Failure:
     details: list[str] = field(default_factory=list)
     diagnosis: dict[str, Any] | None = None
     pictures: list[dict[str, Any]] = field(default_factory=list)
+    severity: float = 0.0  # how wrong (compare.Mismatch.severity): the largest is shown first
 
     @property
     def same_for_every_run(self) -> bool:
@@ -162,7 +163,7 @@ def _autograd_words(text: str, names: tuple[str, ...]) -> tuple[str, str, str] |
         expected, got = int(match.group(1)), int(match.group(2))
         listed = ", ".join(f"`{n}`" for n in names)
         words = (
-            f"backward returned {got} value{'s' * (got != 1)} but forward takes {expected} "
+            f"backward returned {got} value{'s' * (got != 1)} but forward is called with {expected} "
             f"input{'s' * (expected != 1)} ({listed}): return one per input, in order, "
             "None for non-tensors"
         )

@@ -13,6 +13,7 @@ changes after N calls fails, and the message names the call.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,6 +26,7 @@ from trainer.checking.trusted.diagnosis import named
 from trainer.checking.trusted.plan import Run, differentiable, evaluate_reference
 from trainer.checking.trusted.proxy import LearnerFault
 from trainer.checking.trusted.stages import FAIL, PASS, Checked, Failure, StageOutcome
+from trainer.spec import TensorParam
 
 REPEATED_CALLS = 500
 REPEAT_BUDGET = 3.0  # seconds of the learner's time for the repeated calls
@@ -47,6 +49,8 @@ def _train(
     calls: Sequence[tuple[Run, Sequence[torch.Tensor | None]]],
     order: Sequence[int] | None = None,
     budget: float | None = None,
+    shared: Sequence[int] = (),
+    fresh: bool = False,
 ) -> list[list[torch.Tensor | None]]:
     blobs: list[bytes] = []
     request: dict[str, Any] = {
@@ -54,6 +58,10 @@ def _train(
         "scenario": scenario,
         "sets": [_call_set(run, upstream, blobs) for run, upstream in calls],
     }
+    if shared:
+        request["shared"] = list(shared)
+    if fresh:
+        request["fresh"] = True
     if order is not None:
         request["order"] = list(order)
     if budget is not None:
@@ -123,14 +131,7 @@ def _repeated(checked: Checked, run: Run) -> Failure | None:
     run = runs[index]
     wrong = _mismatch(run, grads[call - 1], run.expected_grads)
     summary, detail = wrong if wrong is not None else ("the gradient is wrong", "")
-    earlier = next(
-        (
-            c
-            for c, i in enumerate(order[: call - 1], start=1)
-            if i == index and c not in wrong_calls
-        ),
-        None,
-    )
+    right_same = [c for c, i in enumerate(order, start=1) if i == index and c not in wrong_calls]
     if len(wrong_calls) == len(order) and checked.verdicts.get("backward") == FAIL:
         # Every call wrong, as Backward parity already found: the formula, not state. (A
         # backward right there and wrong on every call here kept state from those calls.)
@@ -139,19 +140,35 @@ def _repeated(checked: Checked, run: Run) -> Failure | None:
             "the gradient is wrong whatever came before, as Backward parity shows"
         )
         return Failure(run, text, [detail] if detail else [])
-    if earlier is not None:
+    if not right_same and _wrong_on_its_own(checked, run):
+        # A fresh copy of the file is wrong for these inputs too: not state, but a
+        # formula or shape mistake that only these inputs show.
         text = (
-            f"backward gave a different gradient on call {call} than on call {earlier} "
+            f"for the inputs of call {call} ({run.case.describe()}), {summary}, and on "
+            "every call with them: the gradient is wrong for such inputs whatever came "
+            "before (not state kept between calls)"
+        )
+        return Failure(run, text, [detail] if detail else [])
+    if right_same:
+        text = (
+            f"backward gave a different gradient on call {call} than on call {right_same[0]} "
             f"for the same inputs ({summary}): it depends on something outside ctx and "
             "its inputs (state kept between calls?)"
         )
     else:
         text = (
-            f"on call {call} of {len(order)} (same shape, fresh values), {summary}: "
-            "does backward use something other than ctx and grad_output, such as a "
-            "value cached from an earlier call?"
+            f"on call {call} of {len(order)} (same shape, fresh values), {summary}, though "
+            "a fresh copy of your file gets these inputs right: backward uses something "
+            "kept from an earlier call (a cache, a class attribute, a global)"
         )
     return Failure(run, text, [detail] if detail else [], _state_mistake(text))
+
+
+def _wrong_on_its_own(checked: Checked, run: Run) -> bool:
+    """Whether a fresh copy of the learner's file (no state of earlier calls) gives a wrong
+    gradient for ``run`` too."""
+    (alone,) = _train(checked, "repeat", [(run, run.upstream)], [0], fresh=True)
+    return _mismatch(run, alone, run.expected_grads) is not None
 
 
 def _wrong_calls(
@@ -198,6 +215,14 @@ def _one_graph(checked: Checked, run: Run) -> Failure | None:
         wrong = _mismatch(run, got, run.expected_grads)
         if wrong is not None:
             summary, detail = wrong
+            if _wrong_on_its_own(checked, run):
+                # Wrong in a call of its own too: the formula, for these inputs.
+                text = (
+                    f"for call {number} of two in one graph ({run.case.describe()}), {summary}, "
+                    "and a fresh copy of your file called with the same inputs alone is wrong "
+                    "too: the gradient is wrong for such inputs (not state kept between calls)"
+                )
+                return Failure(run, text, [detail] if detail else [])
             text = (
                 f"with two calls in one graph (call 1: {first.case.describe()}; call 2: "
                 f"{second.case.describe()}; backward runs for call 2 first), {summary} for "
@@ -205,6 +230,125 @@ def _one_graph(checked: Checked, run: Run) -> Failure | None:
             )
             return Failure(run, text, [detail] if detail else [], _state_mistake(text))
     return None
+
+
+def _one_graph_same_shape(checked: Checked, run: Run) -> Failure | None:
+    """Two calls of the same shape and dtype in one graph, backward for the second first:
+    a backward that keeps what it needs in a cache keyed by shape collides."""
+    runs = checked.plan.state_runs
+    if len(runs) < 2:
+        return None
+    first, second = runs[0], runs[1]
+    grads = _train(checked, "one_graph", [(first, first.upstream), (second, second.upstream)])
+    for number, (call, got) in enumerate(zip((first, second), grads, strict=True), start=1):
+        wrong = _mismatch(call, got, call.expected_grads)
+        if wrong is not None:
+            summary, detail = wrong
+            text = (
+                f"with two calls of the same shape in one graph ({first.case.describe()}; "
+                f"backward runs for call 2 first), {summary} for call {number}, though each "
+                "call on its own is right: keep what backward needs on ctx, not in a cache "
+                "shared by calls (keyed by shape, say)"
+            )
+            return Failure(call, text, [detail] if detail else [], _state_mistake(text))
+    return None
+
+
+def _shared_parameter(checked: Checked, run: Run) -> Failure | None:
+    """One parameter tensor used by two calls in one graph (tied weights, one norm for q
+    and k): its gradient sums both uses, and a backward that keys saved values by the
+    parameter's identity mixes the calls up."""
+    runs = checked.plan.state_runs
+    if len(runs) < 2:
+        return None
+    first, second = runs[0], runs[1]
+    names = first.grad_names()
+    tensors = [
+        i
+        for i, p in enumerate(first.params)
+        if isinstance(p, TensorParam) and p.name in names and p.is_float
+    ]
+    if len(tensors) < 2:
+        return None
+    shared = tensors[1:]  # the first tensor is the input; the rest are parameters
+    args = tuple(
+        a1 if i in shared else a2
+        for i, (a1, a2) in enumerate(zip(first.args, second.args, strict=True))
+    )
+    second = dataclasses.replace(second, args=args)
+    got_first, got_second = _train(
+        checked,
+        "shared",
+        [(first, first.upstream), (second, second.upstream)],
+        shared=shared,
+    )
+    expected_first, expected_second = _shared_reference(checked, first, second, shared)
+    own = [p.name for i, p in enumerate(first.params) if p.name in names and i not in shared]
+    for call, got, expected, listed in (
+        (first, got_first, expected_first, names),
+        (second, got_second, expected_second, own),
+    ):
+        for name, value in zip(listed, got, strict=False):
+            mismatch = (
+                compare_tensor(f"grad for `{name}`", expected[name], value, call.tolerance)
+                if isinstance(value, torch.Tensor)
+                else None
+            )
+            if value is None or mismatch:
+                summary = (
+                    mismatch.summary
+                    if mismatch
+                    else f"backward returned None for `{name}`, which requires grad"
+                )
+                which = ", ".join(f"`{first.params[i].name}`" for i in shared)
+                text = (
+                    f"with {which} shared by two calls in one graph (tied weights), {summary}: "
+                    "keep what backward needs on ctx, not keyed by the parameter (id(weight), "
+                    "say) in a cache shared by calls"
+                )
+                detail = [mismatch.detail] if mismatch and mismatch.detail else []
+                return Failure(call, text, detail, _state_mistake(text))
+    return None
+
+
+def _shared_reference(
+    checked: Checked, first: Run, second: Run, shared: Sequence[int]
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """The reference's gradients when ``first`` and ``second`` share the tensors at
+    ``shared`` (the second call's are the first's): the first call's inputs, shared ones
+    summing both uses, and the second call's own inputs."""
+    names = first.grad_names()
+
+    def leaves(run: Run) -> list[object]:
+        return [
+            a.detach().clone().requires_grad_(p.name in names) if isinstance(a, torch.Tensor) else a
+            for a, p in zip(run.args, run.params, strict=True)
+        ]
+
+    live_first, live_second = leaves(first), leaves(second)
+    for i in shared:
+        live_second[i] = live_first[i]
+    terms = []
+    for live, run in ((live_first, first), (live_second, second)):
+        floats, weights = differentiable(evaluate_reference(checked.exercise, live), run.upstream)
+        terms += [(f * w).sum() for f, w in zip(floats, weights, strict=True) if w is not None]
+    loss = torch.stack(terms).sum()
+    wanted_first = [a for a, p in zip(live_first, first.params, strict=True) if p.name in names]
+    wanted_second = [
+        a
+        for i, (a, p) in enumerate(zip(live_second, second.params, strict=True))
+        if p.name in names and i not in shared
+    ]
+    grads = torch.autograd.grad(loss, [*wanted_first, *wanted_second], allow_unused=True)  # type: ignore[arg-type]
+    done = [
+        (g if g is not None else torch.zeros_like(leaf)).detach()
+        for g, leaf in zip(grads, [*wanted_first, *wanted_second], strict=True)
+    ]
+    own = [p.name for i, p in enumerate(second.params) if p.name in names and i not in shared]
+    return (
+        dict(zip(names, done[: len(names)], strict=True)),
+        dict(zip(own, done[len(names) :], strict=True)),
+    )
 
 
 def _retained(checked: Checked, run: Run) -> Failure | None:
@@ -298,6 +442,16 @@ _SCENARIOS: tuple[tuple[Callable[[Checked, Run], Failure | None], str, str], ...
         "state_outside_ctx",
     ),
     (
+        _one_graph_same_shape,
+        "with two calls of the same shape in one graph",
+        "state_outside_ctx",
+    ),
+    (
+        _shared_parameter,
+        "with one parameter shared by two calls in one graph",
+        "state_outside_ctx",
+    ),
+    (
         _retained,
         "with two backward passes over one graph (retain_graph=True)",
         "state_outside_ctx",
@@ -326,8 +480,9 @@ def state_stage(checked: Checked) -> StageOutcome:
         if failure is not None:
             break
     success = (
-        f"{REPEATED_CALLS} calls in a row with fresh values, two calls in one graph, "
-        "a retained graph and accumulated gradients all give the reference gradients"
+        f"{REPEATED_CALLS} calls in a row with fresh values, two calls in one graph (of "
+        "other shapes and of the same shape), a parameter shared by two calls, a retained "
+        "graph and accumulated gradients all give the reference gradients"
         + (", and so do losses that use some outputs only" if checked.exercise.outputs > 1 else "")
     )
     if failure is None:

@@ -1,14 +1,21 @@
 """Mechanical rules for teaching content, checked by ``trainer validate`` as warnings.
 
-A spec can load, its stub fail and its solution pass, and still teach badly. Three
+A spec can load, its stub fail and its solution pass, and still teach badly. These
 habits are easy to fall into and easy to detect without judgement:
 
-- ``longest_answer``: the right answer of a question is its longest choice, a cue
-  a learner can use without reading the question;
+- ``longest_answer_share`` / ``shortest_answer_share``: across the catalogue, the right
+  answer is the longest (or the shortest) choice of too many questions, a cue a
+  learner can use without reading them (:mod:`.answers`);
 - ``near_duplicate``: a question's text is nearly the same as one in another
   exercise (or in a shared quiz), so the catalogue asks the same thing twice;
+- ``concept_repeat``: a question asks another exercise's idea in other words: the
+  two share distinctive words in their questions and in their right answers
+  (:mod:`.concepts`);
 - ``code_in_last_hint``: the last hint contains code, where it should give the
-  formula in math notation and leave the code to ``trainer solution``.
+  formula in math notation and leave the code to ``trainer solution``;
+- ``answer_before_last_hint``: an earlier hint gives code or the complete formula
+  (:mod:`.teaching`);
+- ``stage_not_in_statement``: the statement does not name a stage the exercise runs.
 
 The functions here are pure: they take :class:`~trainer.spec.Exercise` objects
 (and the texts of shared questions) and return warnings. They never fail a spec;
@@ -18,66 +25,59 @@ The functions here are pure: they take :class:`~trainer.spec.Exercise` objects
 
 from __future__ import annotations
 
-import ast
 import difflib
-import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 
+from trainer.content_rules.answers import (
+    MAX_SHARE,
+    RULE_LONGEST_SHARE,
+    RULE_SHORTEST_SHARE,
+    AnswerShares,
+    answer_share_warnings,
+    right_answer_is_longest,
+    right_answer_is_shortest,
+)
+from trainer.content_rules.base import ContentWarning, OtherQuestion
+from trainer.content_rules.code import code_in, span_is_code
+from trainer.content_rules.concepts import RULE_CONCEPT_REPEAT, concept_repeat_warnings, keywords
+from trainer.content_rules.teaching import (
+    RULE_ANSWER_BEFORE_LAST_HINT,
+    RULE_STAGE_NOT_IN_STATEMENT,
+    answer_before_last_hint_warnings,
+    stage_naming_warnings,
+)
 from trainer.spec import Exercise
 
 # Two question texts whose difflib ratio reaches this, once normalised, are near-duplicates.
 NEAR_DUPLICATE_RATIO = 0.75
 
-RULE_LONGEST_ANSWER = "longest_answer"
 RULE_NEAR_DUPLICATE = "near_duplicate"
 RULE_CODE_IN_LAST_HINT = "code_in_last_hint"
-RULES = (RULE_LONGEST_ANSWER, RULE_NEAR_DUPLICATE, RULE_CODE_IN_LAST_HINT)
+RULES = (
+    RULE_LONGEST_SHARE,
+    RULE_SHORTEST_SHARE,
+    RULE_NEAR_DUPLICATE,
+    RULE_CONCEPT_REPEAT,
+    RULE_CODE_IN_LAST_HINT,
+    RULE_ANSWER_BEFORE_LAST_HINT,
+    RULE_STAGE_NOT_IN_STATEMENT,
+)
 
-
-@dataclass(frozen=True)
-class ContentWarning:
-    """One broken rule: which rule, where in the spec (a field path), and what to do."""
-
-    rule: str
-    where: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.where}: {self.message}"
-
-
-@dataclass(frozen=True)
-class OtherQuestion:
-    """A question of another exercise or of a shared quiz, for the near-duplicate rule."""
-
-    owner: str  # an exercise id, or the name of a shared quiz
-    where: str  # its field path there, e.g. "quiz[2]"
-    text: str
-
-
-# --- the right answer is the longest choice ---------------------------------------
-
-
-def right_answer_is_longest(choices: Sequence[str], answer: int) -> bool:
-    """True when choice ``answer`` (1-based) is strictly longer than every other choice."""
-    right = len(choices[answer - 1])
-    return all(right > len(c) for i, c in enumerate(choices, start=1) if i != answer)
-
-
-def longest_answer_warnings(exercise: Exercise) -> list[ContentWarning]:
-    warnings = []
-    for index, question in enumerate(exercise.quiz):
-        if len(question.choices) > 1 and right_answer_is_longest(question.choices, question.answer):
-            warnings.append(
-                ContentWarning(
-                    RULE_LONGEST_ANSWER,
-                    f"quiz[{index}]",
-                    f"the right answer (choice {question.answer}) is the longest choice, a cue "
-                    "that gives it away: make a wrong choice as long and as careful",
-                )
-            )
-    return warnings
+__all__ = [
+    "MAX_SHARE",
+    "RULES",
+    "AnswerShares",
+    "ContentWarning",
+    "OtherQuestion",
+    "code_in",
+    "content_warnings",
+    "keywords",
+    "questions_of",
+    "right_answer_is_longest",
+    "right_answer_is_shortest",
+    "shared_questions",
+    "span_is_code",
+]
 
 
 # --- a question is nearly the same as one elsewhere ------------------------------
@@ -97,7 +97,12 @@ def similarity(first: str, second: str) -> float:
 def questions_of(exercises: Iterable[Exercise]) -> list[OtherQuestion]:
     """Every quiz question of ``exercises``, named by exercise id and position."""
     return [
-        OtherQuestion(exercise.id, f"quiz[{index}]", question.question)
+        OtherQuestion(
+            exercise.id,
+            f"quiz[{index}]",
+            question.question,
+            question.choices[question.answer - 1],
+        )
         for exercise in exercises
         for index, question in enumerate(exercise.quiz)
     ]
@@ -155,71 +160,21 @@ def shared_questions(data: object, owner: str) -> list[OtherQuestion]:
     if not isinstance(items, list):
         return []
     return [
-        OtherQuestion(owner, f"quiz[{index}]", item["question"])
+        OtherQuestion(owner, f"quiz[{index}]", item["question"], _right_choice(item))
         for index, item in enumerate(items)
         if isinstance(item, dict) and isinstance(item.get("question"), str)
     ]
 
 
+def _right_choice(item: dict[str, object]) -> str:
+    """The text of a shared question's right choice, or "" when it cannot be read."""
+    choices, answer = item.get("choices"), item.get("answer")
+    if isinstance(choices, list) and isinstance(answer, int) and 1 <= answer <= len(choices):
+        return str(choices[answer - 1])
+    return ""
+
+
 # --- the last hint contains code --------------------------------------------------
-
-_FENCE = re.compile(r"^\s*(```|~~~)", re.MULTILINE)
-_CODE_SPAN = re.compile(r"(`+)(.+?)\1", re.DOTALL)
-# Python that is not math: a module or ctx attribute, a statement keyword, a method
-# call, a keyword argument, a tensor transpose attribute, the matrix-product operator.
-_PYTHON_SIGNS = (
-    re.compile(r"\b(?:torch|ctx|F|nn|np|math|self)\.[A-Za-z_]"),
-    re.compile(r"\b(?:return|import|def|lambda|raise|yield)\b"),
-    re.compile(r"[\w)\]]\.[A-Za-z_]\w*\("),  # x.sum(  (a).mean(  t[0].clone(
-    re.compile(r"[(,]\s*[A-Za-z_]\w*=(?!=)"),  # (dim=1  , keepdim=True
-    re.compile(r"[\w)\]]\.m?T\b"),  # w.T  x.mT
-    re.compile(r"\s@\s"),  # a @ b
-)
-# A target that reads as a variable of a program rather than a symbol of maths:
-# a tuple (a, b = ...), a subscript or attribute (g[i] = ..., ctx.k = ...), or a
-# name of four or more characters (grad = ..., du_dx = ...). One-letter names and
-# short subscripted symbols (y = ..., y_i = ..., dL = ...) are maths.
-_PROGRAM_NAME = re.compile(r"^[A-Za-z_]\w{3,}$")
-
-
-def _is_assignment(span: str) -> bool:
-    """True when ``span`` parses as a Python assignment to a program-like target."""
-    try:
-        module = ast.parse(span.strip())
-    except (SyntaxError, ValueError, RecursionError):
-        return False
-    if len(module.body) != 1:
-        return len(module.body) > 1  # several statements: a program
-    statement = module.body[0]
-    if isinstance(statement, ast.AugAssign | ast.AnnAssign):
-        return True
-    if not isinstance(statement, ast.Assign):
-        return False
-    for target in statement.targets:
-        if isinstance(target, ast.Tuple | ast.List | ast.Subscript | ast.Attribute | ast.Starred):
-            return True
-        if isinstance(target, ast.Name) and _PROGRAM_NAME.match(target.id):
-            return True
-    return False
-
-
-def span_is_code(span: str) -> bool:
-    """True when an inline code span holds Python rather than maths.
-
-    ``x.sum(dim=0)``, ``return g * y``, ``grad = probs.clone()`` and ``w.T @ g``
-    are code; ``g · s · (1 − s)``, ``dL/dx = g · (1 − y²)``, ``y = 0.5 * x`` and
-    ``y_i · (δ_ij − y_j)`` are maths.
-    """
-    if any(sign.search(span) for sign in _PYTHON_SIGNS):
-        return True
-    return _is_assignment(span)
-
-
-def code_in(text: str) -> list[str]:
-    """The pieces of Markdown ``text`` that are code: fenced blocks and code spans of Python."""
-    if _FENCE.search(text):
-        return ["a fenced code block"]
-    return [span.strip() for _, span in _CODE_SPAN.findall(text) if span_is_code(span)]
 
 
 def code_in_last_hint_warnings(exercise: Exercise) -> list[ContentWarning]:
@@ -245,11 +200,18 @@ def code_in_last_hint_warnings(exercise: Exercise) -> list[ContentWarning]:
 
 
 def content_warnings(
-    exercise: Exercise, others: Sequence[OtherQuestion] = ()
+    exercise: Exercise,
+    others: Sequence[OtherQuestion] = (),
+    shares: AnswerShares | None = None,
 ) -> list[ContentWarning]:
-    """Every rule over one exercise; ``others`` are the questions to compare with."""
+    """Every rule over one exercise; ``others`` are the questions to compare with, and
+    ``shares`` the answer lengths of its whole catalogue (without them, that rule
+    has nothing to go on and is skipped)."""
     return [
-        *longest_answer_warnings(exercise),
+        *(answer_share_warnings(exercise, shares) if shares is not None else []),
         *near_duplicate_warnings(exercise, others),
+        *concept_repeat_warnings(exercise, others),
         *code_in_last_hint_warnings(exercise),
+        *answer_before_last_hint_warnings(exercise),
+        *stage_naming_warnings(exercise),
     ]
