@@ -352,7 +352,7 @@ def test_a_statement_that_does_not_name_a_stage_is_warned_with_the_stages_it_mis
     )
     warnings = stage_naming_warnings(exercise)
     assert [(w.rule, w.where) for w in warnings] == [(RULE_STAGE_NOT_IN_STATEMENT, "statement")]
-    assert "by_hand (Derived by hand), stability (Domain and stability)" in warnings[0].message
+    assert "stability (Domain and stability), by_hand (Derived by hand)" in warnings[0].message
 
 
 def test_a_statement_naming_every_stage_is_not_warned_and_the_scaffold_s_does():
