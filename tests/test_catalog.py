@@ -42,3 +42,23 @@ def test_each_core_exercise_has_six_wrong_variants_that_name_their_mistake(exerc
     named = [v for v in exercise.wrong_variants if v.mistake is not None]
     assert len(exercise.wrong_variants) >= 6
     assert len({v.mistake for v in named}) >= 5, [v.file for v in named]
+
+
+# reduce_mean's classic mistakes (the sum's gradient, dividing by numel or by the
+# last dim, broadcasting along the wrong dim) are the checker's own constant_factor,
+# transposed and wrong_shape: it has nothing of its own to declare.
+GENERIC_ONLY = {"reduce_mean"}
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=_id)
+def test_each_exercise_declares_its_classic_mistakes(exercise: Exercise):
+    if exercise.id in GENERIC_ONLY:
+        assert not exercise.mistakes
+    else:
+        assert exercise.mistakes, "declare the op's classic mistakes (spec-format: mistakes)"
+
+
+@pytest.mark.parametrize("exercise", EXERCISES, ids=_id)
+def test_each_declared_mistake_is_held_by_a_wrong_variant(exercise: Exercise):
+    named = {v.mistake for v in exercise.wrong_variants}
+    assert set(exercise.mistakes) <= named, sorted(set(exercise.mistakes) - named)

@@ -126,6 +126,8 @@ class _Server:
             self.watch.adopt(self.function_class)
         except LearnerProblem as problem:
             reply["problem"] = {"message": problem.message, "details": problem.details}
+        else:
+            reply["optional_inputs"] = _optional_inputs(self.function_class)
         self.watch.see_source(self.source, module)
         return reply
 
@@ -289,6 +291,25 @@ class _Server:
             if isinstance(g, torch.Tensor) and b is not None and not torch.equal(g, b)
         ]
         return {"result": values.encode(result, reply_blobs), "modified": modified}
+
+
+def _optional_inputs(function_class: type) -> int:
+    """How many of forward's parameters have defaults (``dtype=None``, say): backward may
+    return a trailing None for each. -1: any number (``*args``)."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(getattr(function_class, "forward")).parameters.values()  # noqa: B009
+    except (TypeError, ValueError):
+        return 0
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters):
+        return -1
+    return sum(
+        1
+        for p in parameters
+        if p.default is not inspect.Parameter.empty
+        and p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    )
 
 
 def _arguments(request: dict[str, Any], blobs: list[bytes]) -> list[Any]:

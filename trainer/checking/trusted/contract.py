@@ -59,15 +59,25 @@ def _raw_return(checked: Checked, run: Run, notes: set[str]) -> Failure | None:
         return Failure(run, text, diagnosis=named("not_a_tensor", text))
     values = raw if isinstance(raw, tuple) else (raw,)
     names = ", ".join(f"`{p.name}`" for p in params)
-    if len(values) > len(params) and all(v is None for v in values[len(params) :]):
-        # As autograd does: trailing Nones (for forward's optional parameters, say) are
-        # dropped, however many there are.
+    optional = sandbox.optional_inputs
+    surplus = len(values) - len(params)
+    if (
+        surplus > 0
+        and (optional < 0 or surplus <= optional)
+        and all(v is None for v in values[len(params) :])
+    ):
+        # Trailing Nones for forward's optional parameters (``dtype=None``), which autograd
+        # drops: legal. One past them is a miscount, which autograd forgives silently.
         values = values[: len(params)]
     if len(values) != len(params):
         scalars = [p.name for p in params if isinstance(p, ScalarParam)]
         advice = f", with None for {', '.join(f'`{n}`' for n in scalars)}" if scalars else ""
         count = f"{len(values)} value{'s' * (len(values) != 1)}"
-        extra = " (values past those may only be None)" if len(values) > len(params) else ""
+        extra = (
+            " (a trailing None is fine only for a parameter of forward that has a default)"
+            if len(values) > len(params)
+            else ""
+        )
         text = (
             f"backward returned {count} but forward is called with {len(params)} "
             f"input{'s' * (len(params) != 1)} ({names}): "

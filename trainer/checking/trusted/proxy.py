@@ -60,6 +60,9 @@ class Sandbox:
         self.grad_layout = "plain"
         self.device = "cpu"
         self.protection: object = None  # host protection, as the process said when loading
+        # forward's parameters with defaults, as loading found them (-1: *args): backward
+        # may return a trailing None for each, as autograd allows
+        self.optional_inputs = 0
 
     @contextlib.contextmanager
     def layouts(self, inputs: str = "plain", grads: str = "plain") -> Iterator[None]:
@@ -204,6 +207,8 @@ class Sandbox:
         reply, _ = self.call({"op": "protection"})
         self.protection = reply.get("protection")
         reply, _ = self.call({"op": "load"})
+        optional = reply.get("optional_inputs")
+        self.optional_inputs = optional if isinstance(optional, int) else 0
         return reply
 
     def forward(
