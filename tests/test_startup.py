@@ -44,6 +44,7 @@ print(json.dumps({"code": code, "torch": "torch" in sys.modules}))
         (["interview", "linear"], ""),
         (["watch", "--help"], ""),
         (["next", "--track", "losses"], ""),
+        (["stats"], ""),
         (["reset", "--all", "--yes"], ""),
         (["--version"], ""),
         (["validate", "--help"], ""),

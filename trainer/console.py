@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from trainer.checking.report import CheckReport, ProtectionLevel, StageResult
     from trainer.gradebook import Gradebook
     from trainer.interview import InterviewSummary
+    from trainer.stats import Stats
     from trainer.workspace import StartResult
 
 
@@ -535,6 +536,14 @@ def exercise_list(exercises: Sequence[Exercise], state: State, workspace: Path |
         out.print(
             f"Begin with [bold]trainer start {exercises[0].id}[/] (or [bold]trainer next[/])."
         )
+
+
+def stats(numbers: Stats) -> None:
+    """`trainer stats`: the lines of :func:`trainer.charts.stats_text`, at the terminal's width."""
+    from trainer.charts import stats_text
+
+    for line in stats_text(numbers, out.width):
+        out.print(_text(line), no_wrap=True, crop=True)
 
 
 def _clock(seconds: float) -> str:
