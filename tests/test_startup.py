@@ -45,6 +45,8 @@ print(json.dumps({"code": code, "torch": "torch" in sys.modules}))
         (["watch", "--help"], ""),
         (["next", "--track", "losses"], ""),
         (["stats"], ""),
+        (["review"], ""),
+        (["review", "--quiz"], ""),
         (["reset", "--all", "--yes"], ""),
         (["--version"], ""),
         (["validate", "--help"], ""),

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from trainer.checking.report import CheckReport, ProtectionLevel, StageResult
     from trainer.gradebook import Gradebook
     from trainer.interview import InterviewSummary
+    from trainer.review import Agenda, DueQuestion, ReviewStart
     from trainer.stats import Stats
     from trainer.workspace import StartResult
 
@@ -544,6 +545,85 @@ def stats(numbers: Stats) -> None:
 
     for line in stats_text(numbers, out.width):
         out.print(_text(line), no_wrap=True, crop=True)
+
+
+def _when(moment: float) -> str:
+    """A future moment as a date and how far off it is: "on 2025-10-12 (in 2 days)"."""
+    from trainer.history import CLOCK, DAY, date_of
+
+    days = max(round((moment - CLOCK()) / DAY), 0)
+    off = "today" if days == 0 else "tomorrow" if days == 1 else f"in {days} days"
+    return f"on {date_of(moment)} ({off})"
+
+
+def _due_words(exercises: Sequence[str], questions: int = 0) -> str:
+    parts = [", ".join(exercises)] if exercises else []
+    if questions:
+        parts.append(plural(questions, "quiz question"))
+    return "; ".join(parts)
+
+
+def review_started(exercise: Exercise, started: ReviewStart, agenda: Agenda) -> None:
+    """A review opened (or resumed): the statement, its file, and what else is due."""
+    statement(exercise)
+    shown = _link(started.path)
+    if started.resumed:
+        out.print(f"Your review of [bold]{exercise.id}[/] goes on in [bold]{shown}[/].")
+    else:
+        out.print(
+            f"Review of [bold]{exercise.id}[/], from a fresh stub in [bold]{shown}[/]; "
+            "your solved file is left as it is."
+        )
+    out.print(
+        "\n[bold]Next steps[/]\n"
+        f"  1. Write [bold]backward()[/] in `{exercise.class_name}` again, without looking.\n"
+        "  2. Run [bold]trainer check[/]: it checks this file, and its first verdict\n"
+        "     counts as the review (a clean one puts the next review further off)."
+    )
+    others = [d.exercise.id for d in agenda.exercises if d.exercise.id != exercise.id]
+    if others or agenda.questions:
+        out.print(f"Also due: {_due_words(others, len(agenda.questions))}.")
+        if agenda.questions:
+            out.print("The questions: [bold]trainer review --quiz[/].")
+
+
+def nothing_due(agenda: Agenda, quiz: bool = False) -> None:
+    what = "No quiz question is" if quiz else "Nothing is"
+    if not agenda.any_passed and agenda.next_due is None:
+        out.print(
+            f"{what} due for review: reviews begin a day after your first pass. "
+            "[bold]trainer next[/] starts an exercise."
+        )
+        return
+    line = f"{what} due for review."
+    if agenda.under_way:
+        line += f" Under way: {', '.join(agenda.under_way)} ([bold]trainer check[/] it)."
+    if agenda.next_due is not None:
+        line += f" The next: [bold]{agenda.next_what}[/] {_when(agenda.next_due)}."
+    if quiz and agenda.exercises:
+        line += f" Exercises due: {_due_words([d.exercise.id for d in agenda.exercises])}."
+    out.print(line)
+
+
+def review_question(number: int, total: int, due: DueQuestion) -> None:
+    if number == 1:
+        out.print(f"[bold]{plural(total, 'quiz question')} due for review.[/]")
+    where = "the concepts quiz" if due.quiz.id == "concepts" else f"the quiz of {due.quiz.id}"
+    out.print(_text(f"\nFrom {where} (question {due.number}):", style="dim"))
+
+
+def review_answers(right: int, total: int, agenda: Agenda) -> None:
+    out.print(f"\n[bold]{right} of {total} right.[/] A wrong answer comes back tomorrow.")
+    if agenda.exercises:
+        due = _due_words([d.exercise.id for d in agenda.exercises])
+        out.print(f"Exercises due: {due}: [bold]trainer review[/].")
+
+
+def review_due(agenda: Agenda) -> None:
+    """The line of `trainer list` that says what is due for review (none when nothing is)."""
+    if not agenda.nothing_due:
+        due = _due_words([d.exercise.id for d in agenda.exercises], len(agenda.questions))
+        out.print(f"Due for review: {due}: [bold]trainer review[/].")
 
 
 def _clock(seconds: float) -> str:

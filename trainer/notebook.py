@@ -256,8 +256,10 @@ class TrainerMagics:
 
     def _quiz(self, session: Session, exercise: Exercise) -> None:
         from trainer.quiz import parse_choice, record_score
+        from trainer.review import record_quiz_answers
 
         total = len(exercise.quiz)
+        answers = []
         score = 0
         for number, question in enumerate(exercise.quiz, start=1):
             self._show(view.quiz_question(number, total, question))
@@ -275,9 +277,11 @@ class TrainerMagics:
                 self._show(view.message(f"Please type a number from 1 to {len(question.choices)}."))
             correct = choice == question.answer
             score += correct
+            answers.append((question, correct))
             self._show(view.quiz_feedback(question, correct))
         session.workspace.ensure()
         best = record_score(exercise, session.store, score)
+        record_quiz_answers(session.store, exercise.id, answers, reviewing=False)
         self._notices(session)
         self._show(view.quiz_score(exercise, score, total, best))
 

@@ -5,14 +5,15 @@ then 3, 7, 16 and 35 days after each clean review (one whose first check passes)
 and twice the last interval after that. A failed review goes two steps back
 (16 days become 3). The schedule is the exercise's ``review`` in progress:
 ``step`` (the index of the interval now running), ``due`` (seconds since the
-epoch), ``open`` (when a review under way began, else None), ``clean`` and
-``failed`` (how many of each). An exercise passed before the schedule existed
-(no ``review`` and no ``passed_at``) is due at once.
+epoch), ``open`` (when a review under way began, else None), ``counted``
+(whether its first check is recorded), ``clean`` and ``failed`` (how many of
+each). An exercise passed before the schedule existed (no ``review`` and no
+``passed_at``) is due at once.
 
 A review works in its own file, ``review/<id>.py`` in the workspace, written
-afresh from the stub each time: the learner's solved scratch file is never
-read or written. While a review is open, ``trainer check`` checks that file, and
-its first check records the review's result.
+afresh from the stub when it starts: the learner's solved scratch file is never
+read or written. While a review is open, ``trainer check`` checks that file; its
+first check records the review's result, and a pass closes it.
 
 A quiz question answered wrongly is due a day later, and then as an exercise is;
 three right answers in a row at review retire it. It is known by its quiz and
@@ -23,12 +24,13 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainer import history
 from trainer.files import write_atomically
-from trainer.history import CLOCK, DAY
+from trainer.history import DAY
 from trainer.spec import Exercise, QuizQuestion, SharedQuiz
 from trainer.state import MAX_QUIZ_REVIEWS, Progress, State, StateStore
 from trainer.workspace import Workspace, scratch_text
@@ -91,6 +93,7 @@ class Agenda:
     next_due: float | None  # the earliest review that is not due yet
     next_what: str | None  # its exercise id, or "quiz QUIZ question N"
     any_passed: bool
+    under_way: list[str] = field(default_factory=list)  # exercises with a review open
 
     @property
     def nothing_due(self) -> bool:
@@ -109,9 +112,10 @@ def agenda(
     now: float | None = None,
 ) -> Agenda:
     """What is due at ``now``: exercises most overdue first, then questions."""
-    now = CLOCK() if now is None else now
+    now = history.CLOCK() if now is None else now
     due_exercises: list[DueExercise] = []
     later: list[tuple[float, str]] = []
+    under_way: list[str] = []
     any_passed = False
     for exercise in exercises:
         progress = state.exercises.get(exercise.id)
@@ -119,6 +123,8 @@ def agenda(
         if progress is None or when is None:
             continue
         any_passed = True
+        if is_open(progress):
+            under_way.append(exercise.id)
         if when <= now:
             step = int((progress.review or {}).get("step", 0))
             due_exercises.append(DueExercise(exercise, when, step))
@@ -143,43 +149,66 @@ def agenda(
     due_exercises.sort(key=lambda d: (d.due, d.exercise.id))
     due_questions.sort(key=lambda d: (d.due, d.quiz.id, d.number))
     next_due, next_what = min(later) if later else (None, None)
-    return Agenda(due_exercises, due_questions, next_due, next_what, any_passed)
+    return Agenda(due_exercises, due_questions, next_due, next_what, any_passed, under_way)
 
 
-def start_review(workspace: Workspace, store: StateStore, exercise: Exercise) -> Path:
-    """Write ``review/<id>.py`` afresh, open the review and make the exercise current.
+@dataclass(frozen=True)
+class ReviewStart:
+    path: Path
+    resumed: bool  # a review under way goes on in its file, which is left as it is
+
+
+def start_review(workspace: Workspace, store: StateStore, exercise: Exercise) -> ReviewStart:
+    """Open a review of ``exercise`` in ``review/<id>.py``, written afresh from the stub
+    (a review under way is resumed instead), and make the exercise current.
 
     The scratch file is not touched."""
     path = review_path(workspace, exercise.id)
     workspace.ensure()
-    path.parent.mkdir(exist_ok=True)
-    write_atomically(path, scratch_text(exercise))
     with store.update() as state:
         progress = state.progress(exercise.id)
-        schedule: dict[str, Any] = dict(progress.review or {})
-        schedule.setdefault("step", 0)
-        schedule["open"] = CLOCK()
-        progress.review = schedule
+        resumed = is_open(progress) and path.is_file()
+        if not resumed:
+            path.parent.mkdir(exist_ok=True)
+            write_atomically(path, scratch_text(exercise))
+            schedule: dict[str, Any] = dict(progress.review or {})
+            schedule.setdefault("step", 0)
+            schedule.update(open=history.CLOCK(), counted=False)
+            progress.review = schedule
         state.current = exercise.id
-    return path
+    return ReviewStart(path, resumed)
 
 
 def record_result(state: State, exercise_id: str, passed: bool) -> bool | None:
-    """The first check of an open review: move the schedule; returns whether it was
-    clean (None when no review was open)."""
+    """A check of an open review's file: the first moves the schedule on (a pass) or
+    back (a failure), and a pass closes the review. Returns whether the first check
+    was clean (None when this check is not a review's first)."""
     progress = state.progress(exercise_id)
     if not is_open(progress):
         return None
     assert progress.review is not None
-    now = CLOCK()
+    now = history.CLOCK()
     schedule = dict(progress.review)
-    step = int(schedule.get("step", 0))
-    step = step + 1 if passed else max(step - STEPS_BACK_AFTER_A_FAILURE, 0)
-    schedule.update(step=step, due=now + interval_days(step) * DAY, open=None, last=now)
-    counter = "clean" if passed else "failed"
-    schedule[counter] = int(schedule.get(counter, 0)) + 1
+    clean: bool | None = None
+    if not schedule.get("counted"):
+        clean = passed
+        step = int(schedule.get("step", 0))
+        step = step + 1 if passed else max(step - STEPS_BACK_AFTER_A_FAILURE, 0)
+        schedule.update(step=step, due=now + interval_days(step) * DAY, counted=True, last=now)
+        counter = "clean" if passed else "failed"
+        schedule[counter] = int(schedule.get(counter, 0)) + 1
+    if passed:
+        schedule["open"] = None
     progress.review = schedule
-    return passed
+    return clean
+
+
+def record_quiz_answers(
+    store: StateStore, quiz_id: str, answers: Sequence[tuple[QuizQuestion, bool]], reviewing: bool
+) -> None:
+    """:func:`record_answers` in a locked update of the progress file."""
+    with store.update() as state:
+        record_answers(state, quiz_id, answers, reviewing)
 
 
 def record_answers(
@@ -187,7 +216,7 @@ def record_answers(
 ) -> None:
     """Answers to a quiz's questions: a wrong one is due tomorrow; a right one at
     review moves its interval on (and retires it after enough in a row)."""
-    now = CLOCK()
+    now = history.CLOCK()
     for question, right in answers:
         key = question_key(quiz_id, question)
         entry = state.quiz_reviews.get(key)

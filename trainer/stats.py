@@ -16,8 +16,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
+from trainer import history
 from trainer.catalog import track_rank
-from trainer.history import CLOCK, STAGE_PREFIX, date_of
+from trainer.history import STAGE_PREFIX, date_of
 from trainer.spec import OTHER_TRACK, TRACKS, Exercise, SharedQuiz
 from trainer.state import State
 from trainer.vocabulary import MISTAKES, STAGE_BY_ID
@@ -158,7 +159,7 @@ def compute(
     now: float | None = None,
 ) -> Stats:
     """The learner's statistics at ``now``."""
-    now = CLOCK() if now is None else now
+    now = history.CLOCK() if now is None else now
     today = date.fromisoformat(date_of(now))
     counts: dict[str, list[int]] = {}
     for exercise in sorted(exercises, key=track_rank):
