@@ -45,6 +45,8 @@ print(json.dumps({"code": code, "torch": "torch" in sys.modules}))
         (["watch", "--help"], ""),
         (["next", "--track", "losses"], ""),
         (["stats"], ""),
+        (["plan"], ""),
+        (["plan", "--days", "3", "--track", "losses"], ""),
         (["review"], ""),
         (["review", "--quiz"], ""),
         (["reset", "--all", "--yes"], ""),

@@ -88,6 +88,7 @@ CASES = {
     "start": Case(("start", "relu"), r"Next steps"),
     "next": Case(("next",), r"Next steps"),
     "hint": Case(("hint", "sigmoid"), r"Hint 1 of \d"),
+    "plan": Case(("plan",), r"Today, day 1 of 14"),
     "review": Case(("review",), r"Review of sigmoid.*Next steps", prepare=_passed_long_ago),
     "stats": Case(("stats",), r"Checks per day.*Weak spots", prepare=_study_record),
     "quiz": Case(("quiz", "sigmoid", "--seed", "1"), r"Score: \d+ of \d+", keys=_quiz_keys()),

@@ -43,6 +43,7 @@ COMMAND_MODULES = {
     "quiz": "trainer.commands.quiz",
     "list": "trainer.commands.list_exercises",
     "next": "trainer.commands.next_exercise",
+    "plan": "trainer.commands.plan",
     "review": "trainer.commands.review",
     "stats": "trainer.commands.stats",
     "open": "trainer.commands.open_scratch",

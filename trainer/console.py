@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from trainer.interview import InterviewSummary
     from trainer.review import Agenda, DueQuestion, ReviewStart
     from trainer.stats import Stats
+    from trainer.study_plan import Schedule
     from trainer.workspace import StartResult
 
 
@@ -624,6 +625,70 @@ def review_due(agenda: Agenda) -> None:
     if not agenda.nothing_due:
         due = _due_words([d.exercise.id for d in agenda.exercises], len(agenda.questions))
         out.print(f"Due for review: {due}: [bold]trainer review[/].")
+
+
+def plan_cleared() -> None:
+    out.print(
+        "The study plan is cleared: [bold]trainer next[/] follows the order of "
+        "[bold]trainer list[/] again."
+    )
+
+
+def study_plan(plan: Schedule, made: bool = False) -> None:
+    """The plan day by day at the terminal's width: what is passed (✓), what is left,
+    today marked (→), and today's work."""
+    import textwrap
+
+    from trainer.charts import duration
+    from trainer.spec import TRACKS
+
+    width = max(out.width, 50)
+    scope = f"the track {TRACKS.get(plan.track, plan.track)}" if plan.track else "every track"
+    hours = plural(round(plan.hours, 2), "hour")
+    verb = "Made a study plan" if made else "Your study plan"
+    out.print(
+        f"{verb}: {plural(len(plan.days), 'day')}, {plan.start} to {plan.end}, {hours} a "
+        f"day, {scope}: {plan.passed} of {plan.total} exercises passed."
+    )
+    if plan.core:
+        core = ", ".join(plan.core)
+        out.print(_text(f"Interview core first, with what it requires: {core}.", style="dim"))
+    if plan.done_before:
+        out.print(f"Passed before the plan: {', '.join(plan.done_before)}.")
+    column = width - 24  # marker, day, date, two spaces each side, time
+    out.print(_text(f"   Day  Date   {'Exercises (✓ passed)'.ljust(column)}  Time", style="bold"))
+    for day in plan.days:
+        if not day.done and not day.todo:
+            continue
+        names = [f"✓ {i}" for i in day.done] + day.todo
+        lines = textwrap.wrap(", ".join(names), column, break_on_hyphens=False) or [""]
+        marker = "→" if plan.today == day.number else " "
+        style = "bold" if plan.today == day.number else ""
+        time = f"{day.minutes // 60}h{day.minutes % 60:02d}"
+        first = f" {marker} {day.number:>3}  {day.day[5:]}  {lines[0].ljust(column)}  {time}"
+        out.print(_text(first.rstrip(), style=style), no_wrap=True, crop=True)
+        for more in lines[1:]:
+            out.print(_text(f"{'':15}{more}", style=style), no_wrap=True, crop=True)
+    if plan.left_over:
+        out.print(
+            f"[yellow]Not in the days left:[/] {', '.join(plan.left_over)} (about "
+            f"{duration(plan.left_over_minutes * 60)} more): add days or hours, e.g. "
+            f"[bold]trainer plan --days {len(plan.days) + 7}[/]."
+        )
+    if plan.next_up is None:
+        out.print("[green]Every exercise of the plan is passed.[/]")
+        return
+    today = plan.today_work()
+    if today is None:
+        out.print(f"The plan's days are over. Next: [bold]trainer next[/] starts {plan.next_up}.")
+        return
+    left = len(today.todo)
+    work = ", ".join(today.todo) if today.todo else "done for today"
+    out.print(
+        f"Today, day {today.number} of {len(plan.days)}: {work}"
+        + (f" ({plural(left, 'exercise')})" if left else "")
+        + f". [bold]trainer next[/] starts {plan.next_up}."
+    )
 
 
 def _clock(seconds: float) -> str:
