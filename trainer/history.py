@@ -75,6 +75,8 @@ def record_check(
     first_pass = passed and not progress.passed
     if first_pass:
         progress.passed_at = now
+        progress.checks_to_pass = progress.checks + 1  # the caller counts this one next
+        progress.hints_to_pass = progress.hints_shown
     return first_pass
 
 

@@ -50,6 +50,8 @@ class Progress:
     # The study record (trainer.history, trainer.review); unknown to older versions.
     started_at: float | None = None  # the first start or check (seconds since the epoch)
     passed_at: float | None = None  # the first pass
+    checks_to_pass: int | None = None  # the checks up to the first pass, it included
+    hints_to_pass: int | None = None  # the hints seen by the first pass
     diagnoses: dict[str, int] = field(default_factory=dict)  # failed checks per diagnosis
     review: dict[str, Any] | None = None  # the spaced-review schedule (trainer.review)
 
@@ -116,6 +118,8 @@ def _is_object(value: object) -> bool:
 _RECORD_FIELDS: dict[str, Callable[[object], bool]] = {
     "started_at": _is_time,
     "passed_at": _is_time,
+    "checks_to_pass": _is_count,
+    "hints_to_pass": _is_count,
     "diagnoses": _is_counts,
     "review": _is_object,
 }

@@ -171,8 +171,9 @@ def compute(
     tracks = [TrackCompletion(title, p, t) for title, (p, t) in counts.items()]
     known = {e.id for e in exercises}
     passed = [p for i, p in state.exercises.items() if p.passed and i in known]
-    checks = sum(p.checks for p in passed)
-    hints = sum(p.hints_shown for p in passed)
+    # Up to the first pass where it is known (not the checks of reviews after it).
+    checks = sum(p.checks if p.checks_to_pass is None else p.checks_to_pass for p in passed)
+    hints = sum(p.hints_shown if p.hints_to_pass is None else p.hints_to_pass for p in passed)
     times = sorted(
         (
             (i, p.passed_at - p.started_at)
