@@ -4,6 +4,7 @@ then what `stats`, `review`, `plan` and `next` say on day 41."""
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import pytest
@@ -49,7 +50,7 @@ def test_forty_days_of_study_give_the_stats_review_plan_and_next_they_should(
     assert "Per pass: 2.4 checks and 0.0 hints." in stats  # reviews' checks are not counted
     assert "Reviews: 51 clean, 22 failed." in stats
     assert "linear: passed in 25 min of 40 min" in stats
-    assert "layer_norm: not passed in 40 min of 40 min" in stats
+    assert "layer_norm: time up (40 min)" in stats
     assert "backward does not multiply by grad_output: 10 times in 9 exercises" in stats
     assert "the gradient is transposed: 6 times in 6 exercises" in stats
     assert "practise: concepts quiz question 2 (trainer quiz concepts)" in stats
@@ -82,3 +83,17 @@ def test_forty_days_of_study_give_the_stats_review_plan_and_next_they_should(
         result.stderr
     )
     assert forty_days.load().current == days.next_up
+
+
+def test_the_readme_shows_plan_review_and_stats_captured_at_80_columns():
+    from tests.conftest import REPO
+
+    readme = (REPO / "README.md").read_text()
+    section = readme[readme.index("## Two weeks before an interview") :]
+    section = section[: section.index("## What a check does")]
+    blocks = re.findall(r"```text\n(.*?)```", section, flags=re.S)
+    shown = "".join(blocks)
+    for command in ("$ trainer plan", "$ trainer stats", "$ trainer review", "$ trainer next"):
+        assert command in shown
+    for line in shown.splitlines():
+        assert len(line) <= 80, line

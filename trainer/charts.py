@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 DAYS_HEIGHT = 5  # rows of the checks-per-day plot
 _FULL, _EMPTY = "█", "░"
+_KEEP = "\u00a0"
 
 
 def _day_label(day: str) -> str:
@@ -38,7 +39,7 @@ def checks_per_day(days: Sequence[tuple[str, int]], width: int = 80) -> list[str
     for index, (_, count) in enumerate(days):
         for dot in range(max(per_day * 2 - 1, 1)):  # a gap of one dot between bars
             if count:
-                x = index * per_day * 2 + dot + 0.5
+                x = index * per_day * 2 + dot
                 canvas.line(x, 0, x, count)
     lines = []
     for row, drawn in enumerate(canvas.plot(linesep="\n").split("\n")):
@@ -119,21 +120,29 @@ def stats_text(stats: Stats, width: int = 80) -> list[str]:
             f"Per pass: {stats.checks_per_pass:.1f} checks and {stats.hints_per_pass:.1f} hints."
         )
     if stats.median_time is not None:
-        slowest = ", ".join(f"{e} {duration(s)}" for e, s in stats.times[:3])
-        lines += wrap.wrap(
-            f"Time from first start to first pass: median {duration(stats.median_time)}; "
-            f"longest: {slowest}."
-        )
+        # No break inside one exercise's time (a no-break space, back to a space after).
+        slowest = ", ".join(f"{e} {duration(s)}".replace(" ", _KEEP) for e, s in stats.times[:3])
+        lines += [
+            line.replace(_KEEP, " ")
+            for line in wrap.wrap(
+                f"Time from first start to first pass: median {duration(stats.median_time)}; "
+                f"longest: {slowest}."
+            )
+        ]
     if stats.reviews_clean or stats.reviews_failed:
         lines.append(f"Reviews: {stats.reviews_clean} clean, {stats.reviews_failed} failed.")
     if stats.interviews:
         lines += ["", "Interviews:"]
         for interview in stats.interviews[-8:]:
-            verdict = "passed" if interview.passed else "not passed"
-            lines += wrap.wrap(
-                f"  {interview.day}  {interview.exercise}: {verdict} in "
-                f"{duration(interview.seconds)} of {duration(interview.minutes * 60)}"
+            allowed = duration(interview.minutes * 60)
+            verdict = (
+                f"passed in {duration(interview.seconds)} of {allowed}"
+                if interview.passed
+                else f"time up ({allowed})"
+                if interview.reason == "time up"
+                else f"stopped after {duration(interview.seconds)} of {allowed}"
             )
+            lines += wrap.wrap(f"  {interview.day}  {interview.exercise}: {verdict}")
     if stats.weak_spots:
         lines += ["", "Weak spots (the diagnoses of your failed checks):"]
         for spot in stats.weak_spots:

@@ -71,6 +71,7 @@ class InterviewResult:
     passed: bool
     seconds: float
     minutes: float
+    reason: str = "passed"  # "passed", "stopped" or "time up"
 
 
 @dataclass
@@ -189,6 +190,7 @@ def compute(
             passed=i.get("reason") == "passed",
             seconds=float(i.get("seconds", 0) or 0),
             minutes=float(i.get("minutes", 0) or 0),
+            reason=str(i.get("reason", "stopped")),
         )
         for i in state.interviews
     ]
