@@ -90,7 +90,12 @@ def test_a_review_starts_afresh_in_its_own_file_and_never_touches_the_solved_one
     assert "Review of sigmoid, from a fresh stub in" in result.stdout
     review = isolated_workspace / "review" / "sigmoid.py"
     assert review.read_text() == scratch_text(CATALOG.get("sigmoid"))
-    assert run_cli("check").exit_code == 1  # the review's stub, not the solved file
+    checked = run_cli("check")
+    assert checked.exit_code == 1  # the review's stub, not the solved file
+    said = " ".join(checked.stderr.split())
+    assert "Review of sigmoid failed: it comes back sooner. The next review on" in said
+    assert "(tomorrow)" in said
+    assert "Review of sigmoid" not in run_cli("check").stderr  # only the first check counts
     after = (hashlib.sha256(scratch.read_bytes()).hexdigest(), scratch.stat().st_mtime_ns)
     assert after == before
     progress = StateStore(isolated_workspace).load().exercises["sigmoid"]

@@ -588,6 +588,12 @@ def review_started(exercise: Exercise, started: ReviewStart, agenda: Agenda) -> 
             out.print("The questions: [bold]trainer review --quiz[/].")
 
 
+def review_result(exercise_id: str, clean: bool, next_due: float) -> None:
+    """The first check of a review: its result and when the next one is."""
+    verdict = "clean" if clean else "failed: it comes back sooner"
+    notice(f"Review of {exercise_id} {verdict}. The next review {_when(next_due)}.")
+
+
 def nothing_due(agenda: Agenda, quiz: bool = False) -> None:
     what = "No quiz question is" if quiz else "Nothing is"
     if not agenda.any_passed and agenda.next_due is None:

@@ -225,7 +225,15 @@ class Session:
         from trainer.interview import record_check
 
         reviewing = path is not None and path == self.review_file(exercise)
-        return record_check(self.store, exercise.id, passed, diagnosis, reviewing)
+        before = self.store.load().progress(exercise.id).review if reviewing else None
+        recorded = record_check(self.store, exercise.id, passed, diagnosis, reviewing)
+        if before is not None and not before.get("counted"):
+            from trainer.review import due_at
+
+            due = due_at(self.store.load().progress(exercise.id))
+            if due is not None:
+                console.review_result(exercise.id, passed, due)
+        return recorded
 
     def show_notices(self) -> None:
         for message in self.store.notices:
