@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from trainer import history, review
+from trainer import history
 from trainer.errors import TrainerError
 from trainer.spec import Exercise
 from trainer.state import Interview, State, StateStore
@@ -92,8 +92,10 @@ def record_check(
     """
     with store.update() as state:
         history.record_check(state, exercise_id, passed, diagnosis)
-        if reviewing:
-            review.record_result(state, exercise_id, passed)
+        if reviewing:  # imported here: every command imports this module at start
+            from trainer.review import record_result
+
+            record_result(state, exercise_id, passed)
         progress = state.progress(exercise_id)
         progress.checks += 1
         progress.passed = progress.passed or passed
