@@ -244,3 +244,12 @@ def test_a_real_failed_check_records_the_mistake_the_report_names(
     assert run_cli("check", "sigmoid").exit_code == 1
     progress = StateStore(isolated_workspace).load().exercises["sigmoid"]
     assert progress.diagnoses == {"no_grad_output": 1}
+
+
+def test_every_weak_spot_pointer_finds_its_question_in_the_concepts_quiz():
+    from trainer.stats import CONCEPT_QUESTIONS
+
+    concepts = CATALOG.shared_quiz("concepts")
+    assert concepts is not None
+    for mistake, words in CONCEPT_QUESTIONS.items():
+        assert any(words in q.question for q in concepts.quiz), mistake
