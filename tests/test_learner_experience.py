@@ -429,7 +429,7 @@ def test_the_time_up_title_stays_on_one_line_in_a_narrow_terminal(tmp_path: Path
 def test_help_groups_learner_and_author_commands_in_two_panels():
     text = run_cli("--help").stdout
     learn, author = text.index("─ Learn "), text.index("─ Author and teach ")
-    for command in ("start", "check", "hint", "list", "watch", "open"):
+    for command in ("start", "check", "hint", "list", "watch", "open", "plan", "review", "stats"):
         assert learn < text.index(f"│ {command} ") < author
     for command in ("validate", "new", "grade"):
         assert text.index(f"│ {command} ") > author

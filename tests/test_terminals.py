@@ -52,6 +52,22 @@ def _interview(folder: Path) -> None:
     assert run_cli("interview", "linear", "--minutes", "5").exit_code == 0
 
 
+def _study_record(folder: Path) -> None:
+    from trainer.interview import record_check
+    from trainer.state import StateStore
+
+    store = StateStore(folder / "ws")
+    record_check(store, "sigmoid", False, "no_grad_output")
+    record_check(store, "sigmoid", True, None)
+
+
+def _passed_long_ago(folder: Path) -> None:
+    from trainer.state import StateStore
+
+    with StateStore(folder / "ws").update() as state:
+        state.progress("sigmoid").passed = True  # an older version's pass: due at once
+
+
 def _quiz_keys() -> tuple[tuple[str, str], ...]:
     return ((r"Your answer \(1-\d\): ", "1\n"),) * len(CATALOG.get("sigmoid").quiz)
 
@@ -72,6 +88,9 @@ CASES = {
     "start": Case(("start", "relu"), r"Next steps"),
     "next": Case(("next",), r"Next steps"),
     "hint": Case(("hint", "sigmoid"), r"Hint 1 of \d"),
+    "plan": Case(("plan",), r"Today, day 1 of 14"),
+    "review": Case(("review",), r"Review of sigmoid.*Next steps", prepare=_passed_long_ago),
+    "stats": Case(("stats",), r"Checks per day.*Weak spots", prepare=_study_record),
     "quiz": Case(("quiz", "sigmoid", "--seed", "1"), r"Score: \d+ of \d+", keys=_quiz_keys()),
     "solution": Case(("solution", "sigmoid"), r"Good call", keys=((r"\[y/N\]", "\n"),)),
     "reset": Case(("reset", "--all"), r"Nothing was reset", keys=((r"\[y/N\]", "n\n"),)),

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from trainer.catalog import Catalog, folder_feedback
 from trainer.class_source import source_of_class
 from trainer.errors import TrainerError, WorkspaceError
+from trainer.history import diagnosis_of
 from trainer.spec import Exercise
 from trainer.state import StateStore
 from trainer.workspace import Workspace, resolve_workspace, save_scratch
@@ -210,13 +211,13 @@ class Session:
             raise TrainerError(NO_CURRENT_EXERCISE)
         return self.catalog.get(current)
 
-    def record_check(self, exercise: Exercise, passed: bool) -> None:
+    def record_check(self, exercise: Exercise, passed: bool, diagnosis: str | None = None) -> None:
         """Count a check in the progress file (and an interview under way), as the CLI does."""
         if not self.workspace.root.is_dir():
             return
         from trainer.interview import record_check
 
-        record_check(self.store, exercise.id, passed)
+        record_check(self.store, exercise.id, passed, diagnosis)
 
     def check_file(
         self,
@@ -252,7 +253,7 @@ class Session:
             # job: stop it (with every process of the check); the next check starts afresh.
             WARM.close()
             raise
-        self.record_check(exercise, raw.passed)
+        self.record_check(exercise, raw.passed, diagnosis_of(raw))
         return Report(raw, warm=warm, advice=_advice(raw, cell), startup=startup)
 
     def check_cell(

@@ -28,6 +28,9 @@ if TYPE_CHECKING:
     from trainer.checking.report import CheckReport, ProtectionLevel, StageResult
     from trainer.gradebook import Gradebook
     from trainer.interview import InterviewSummary
+    from trainer.review import Agenda, DueQuestion, ReviewStart
+    from trainer.stats import Stats
+    from trainer.study_plan import Schedule
     from trainer.workspace import StartResult
 
 
@@ -535,6 +538,163 @@ def exercise_list(exercises: Sequence[Exercise], state: State, workspace: Path |
         out.print(
             f"Begin with [bold]trainer start {exercises[0].id}[/] (or [bold]trainer next[/])."
         )
+
+
+def stats(numbers: Stats) -> None:
+    """`trainer stats`: the lines of :func:`trainer.charts.stats_text`, at the terminal's width."""
+    from trainer.charts import stats_text
+
+    for line in stats_text(numbers, out.width):
+        out.print(_text(line), no_wrap=True, crop=True)
+
+
+def _when(moment: float) -> str:
+    """A future moment as a date and how far off it is: "on 2025-10-12 (in 2 days)"."""
+    from trainer.history import CLOCK, DAY, date_of
+
+    days = max(round((moment - CLOCK()) / DAY), 0)
+    off = "today" if days == 0 else "tomorrow" if days == 1 else f"in {days} days"
+    return f"on {date_of(moment)} ({off})"
+
+
+def _due_words(exercises: Sequence[str], questions: int = 0) -> str:
+    parts = [", ".join(exercises)] if exercises else []
+    if questions:
+        parts.append(plural(questions, "quiz question"))
+    return "; ".join(parts)
+
+
+def review_started(exercise: Exercise, started: ReviewStart, agenda: Agenda) -> None:
+    """A review opened (or resumed): the statement, its file, and what else is due."""
+    statement(exercise)
+    shown = _link(started.path)
+    if started.resumed:
+        out.print(f"Your review of [bold]{exercise.id}[/] goes on in [bold]{shown}[/].")
+    else:
+        out.print(
+            f"Review of [bold]{exercise.id}[/], from a fresh stub in [bold]{shown}[/]; "
+            "your solved file is left as it is."
+        )
+    out.print(
+        "\n[bold]Next steps[/]\n"
+        f"  1. Write [bold]backward()[/] in `{exercise.class_name}` again, without looking.\n"
+        "  2. Run [bold]trainer check[/]: it checks this file, and its first verdict\n"
+        "     counts as the review (a clean one puts the next review further off)."
+    )
+    others = [d.exercise.id for d in agenda.exercises if d.exercise.id != exercise.id]
+    if others or agenda.questions:
+        out.print(f"Also due: {_due_words(others, len(agenda.questions))}.")
+        if agenda.questions:
+            out.print("The questions: [bold]trainer review --quiz[/].")
+
+
+def review_result(exercise_id: str, clean: bool, next_due: float) -> None:
+    """The first check of a review: its result and when the next one is."""
+    verdict = "clean" if clean else "failed: it comes back sooner"
+    notice(f"Review of {exercise_id} {verdict}. The next review {_when(next_due)}.")
+
+
+def nothing_due(agenda: Agenda, quiz: bool = False) -> None:
+    what = "No quiz question is" if quiz else "Nothing is"
+    if not agenda.any_passed and agenda.next_due is None:
+        out.print(
+            f"{what} due for review: reviews begin a day after your first pass. "
+            "[bold]trainer next[/] starts an exercise."
+        )
+        return
+    line = f"{what} due for review."
+    if agenda.under_way:
+        line += f" Under way: {', '.join(agenda.under_way)} ([bold]trainer check[/] it)."
+    if agenda.next_due is not None:
+        line += f" The next: [bold]{agenda.next_what}[/] {_when(agenda.next_due)}."
+    if quiz and agenda.exercises:
+        line += f" Exercises due: {_due_words([d.exercise.id for d in agenda.exercises])}."
+    out.print(line)
+
+
+def review_question(number: int, total: int, due: DueQuestion) -> None:
+    if number == 1:
+        out.print(f"[bold]{plural(total, 'quiz question')} due for review.[/]")
+    where = "the concepts quiz" if due.quiz.id == "concepts" else f"the quiz of {due.quiz.id}"
+    out.print(_text(f"\nFrom {where} (question {due.number}):", style="dim"))
+
+
+def review_answers(right: int, total: int, agenda: Agenda) -> None:
+    out.print(f"\n[bold]{right} of {total} right.[/] A wrong answer comes back tomorrow.")
+    if agenda.exercises:
+        due = _due_words([d.exercise.id for d in agenda.exercises])
+        out.print(f"Exercises due: {due}: [bold]trainer review[/].")
+
+
+def review_due(agenda: Agenda) -> None:
+    """The line of `trainer list` that says what is due for review (none when nothing is)."""
+    if not agenda.nothing_due:
+        due = _due_words([d.exercise.id for d in agenda.exercises], len(agenda.questions))
+        out.print(f"Due for review: {due}: [bold]trainer review[/].")
+
+
+def plan_cleared() -> None:
+    out.print(
+        "The study plan is cleared: [bold]trainer next[/] follows the order of "
+        "[bold]trainer list[/] again."
+    )
+
+
+def study_plan(plan: Schedule, made: bool = False) -> None:
+    """The plan day by day at the terminal's width: what is passed (✓), what is left,
+    today marked (→), and today's work."""
+    import textwrap
+
+    from trainer.charts import duration
+    from trainer.spec import TRACKS
+
+    width = max(out.width, 50)
+    scope = f"the track {TRACKS.get(plan.track, plan.track)}" if plan.track else "every track"
+    hours = plural(round(plan.hours, 2), "hour")
+    verb = "Made a study plan" if made else "Your study plan"
+    out.print(
+        f"{verb}: {plural(len(plan.days), 'day')}, {plan.start} to {plan.end}, {hours} a "
+        f"day, {scope}: {plan.passed} of {plan.total} exercises passed."
+    )
+    if plan.core:
+        core = ", ".join(plan.core)
+        out.print(_text(f"Interview core first, with what it requires: {core}.", style="dim"))
+    if plan.done_before:
+        out.print(f"Passed before the plan: {', '.join(plan.done_before)}.")
+    column = width - 24  # marker, day, date, two spaces each side, time
+    out.print(_text(f"   Day  Date   {'Exercises (✓ passed)'.ljust(column)}  Time", style="bold"))
+    for day in plan.days:
+        if not day.done and not day.todo:
+            continue
+        names = [f"✓ {i}" for i in day.done] + day.todo
+        lines = textwrap.wrap(", ".join(names), column, break_on_hyphens=False) or [""]
+        marker = "→" if plan.today == day.number else " "
+        style = "bold" if plan.today == day.number else ""
+        time = f"{day.minutes // 60}h{day.minutes % 60:02d}"
+        first = f" {marker} {day.number:>3}  {day.day[5:]}  {lines[0].ljust(column)}  {time}"
+        out.print(_text(first.rstrip(), style=style), no_wrap=True, crop=True)
+        for more in lines[1:]:
+            out.print(_text(f"{'':15}{more}", style=style), no_wrap=True, crop=True)
+    if plan.left_over:
+        out.print(
+            f"[yellow]Not in the days left:[/] {', '.join(plan.left_over)} (about "
+            f"{duration(plan.left_over_minutes * 60)} more): add days or hours, e.g. "
+            f"[bold]trainer plan --days {len(plan.days) + 7}[/]."
+        )
+    if plan.next_up is None:
+        out.print("[green]Every exercise of the plan is passed.[/]")
+        return
+    today = plan.today_work()
+    if today is None:
+        out.print(f"The plan's days are over. Next: [bold]trainer next[/] starts {plan.next_up}.")
+        return
+    left = len(today.todo)
+    work = ", ".join(today.todo) if today.todo else "done for today"
+    out.print(
+        f"Today, day {today.number} of {len(plan.days)}: {work}"
+        + (f" ({plural(left, 'exercise')})" if left else "")
+        + f". [bold]trainer next[/] starts {plan.next_up}."
+    )
 
 
 def _clock(seconds: float) -> str:

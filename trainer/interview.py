@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
+from trainer import history
 from trainer.errors import TrainerError
 from trainer.spec import Exercise
 from trainer.state import Interview, State, StateStore
@@ -62,7 +63,7 @@ def begin(store: StateStore, exercise: Exercise, minutes: float) -> Interview:
         )
         state.interview = interview
         state.current = exercise.id
-        state.progress(exercise.id).started = True
+        history.mark_started(state, exercise.id)
     return interview
 
 
@@ -75,18 +76,28 @@ def _is_over(interview: Interview) -> bool:
 
 
 def record_check(
-    store: StateStore, exercise_id: str, passed: bool
+    store: StateStore,
+    exercise_id: str,
+    passed: bool,
+    diagnosis: str | None = None,
+    reviewing: bool = False,
 ) -> tuple[float | None, InterviewSummary | None]:
     """Count a check of ``exercise_id`` in the progress file and in an interview under
     way on it, in one locked update; a pass passes the exercise and ends the interview.
+    The study record keeps its day and ``diagnosis`` (:mod:`trainer.history`); a check
+    of a review's file (``reviewing``) records the review's result when it is its first.
 
     Returns the seconds left (None when no interview is on this exercise) and
     the summary when this check ended the interview.
     """
     with store.update() as state:
+        history.record_check(state, exercise_id, passed, diagnosis)
+        if reviewing:  # imported here: every command imports this module at start
+            from trainer.review import record_result
+
+            record_result(state, exercise_id, passed)
         progress = state.progress(exercise_id)
         progress.checks += 1
-        progress.started = True
         progress.passed = progress.passed or passed
         interview = state.interview
         if interview is None or interview.exercise != exercise_id:
@@ -140,6 +151,7 @@ def _finish(state: State, reason: str) -> InterviewSummary:
         progress.best_interview = {**asdict(summary), "passed": True}
     elif best is None:
         progress.best_interview = {**asdict(summary), "passed": False}
+    history.record_interview(state, asdict(summary))
     state.interview = None
     return summary
 

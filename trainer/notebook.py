@@ -88,6 +88,7 @@ def _parser() -> _Parser:
     common.add_argument("-w", "--workspace", type=Path, help="folder for scratch files")
     commands = parser.add_subparsers(dest="name", required=True, parser_class=_Parser)
     commands.add_parser("list", parents=[common], help="exercises and your progress")
+    commands.add_parser("stats", parents=[common], help="where you stand, weak spots, charts")
     start = commands.add_parser("start", parents=[common], help="statement and stub of EX")
     start.add_argument("exercise", metavar="EX")
     start.add_argument("--force", action="store_true", help="replace an edited scratch file")
@@ -174,7 +175,7 @@ class TrainerMagics:
         self._defined = 0
 
     def trainer(self, line: str, cell: str | None = None) -> None:
-        """The autograd trainer: %trainer list|start|hint|quiz|solution|check EX;
+        """The autograd trainer: %trainer list|stats|start|hint|quiz|solution|check EX;
         %%trainer check EX [--define] checks the cell. %trainer --help for more."""
         try:
             self.run(parse(line, cell=cell is not None), cell)
@@ -190,6 +191,15 @@ class TrainerMagics:
             state = session.store.load() if session.workspace.root.is_dir() else State()
             self._notices(session)
             self._show(view.exercise_list(session.catalog.all, state))
+            return None
+        if command.name == "stats":
+            from trainer.stats import compute
+
+            state = session.store.load() if session.workspace.root.is_dir() else State()
+            self._notices(session)
+            concepts = session.catalog.shared_quiz("concepts")
+            for shown in view.stats(compute(state, session.catalog.all, concepts)):
+                self.display(shown)
             return None
         exercise = session.exercise(command.exercise)
         if command.name == "start":
@@ -217,9 +227,11 @@ class TrainerMagics:
 
     def _start(self, session: Session, exercise: Exercise, force: bool) -> None:
         result = session.workspace.start(exercise, force=force)
+        from trainer.history import mark_started
+
         with session.store.update() as state:
             state.current = exercise.id
-            state.progress(exercise.id).started = True
+            mark_started(state, exercise.id)
         self._notices(session)
         source = result.path.read_text(encoding="utf-8-sig").replace("\r\n", "\n")
         cell = f"%%trainer check {exercise.id}\n{source}"
@@ -244,8 +256,10 @@ class TrainerMagics:
 
     def _quiz(self, session: Session, exercise: Exercise) -> None:
         from trainer.quiz import parse_choice, record_score
+        from trainer.review import record_quiz_answers
 
         total = len(exercise.quiz)
+        answers = []
         score = 0
         for number, question in enumerate(exercise.quiz, start=1):
             self._show(view.quiz_question(number, total, question))
@@ -263,9 +277,11 @@ class TrainerMagics:
                 self._show(view.message(f"Please type a number from 1 to {len(question.choices)}."))
             correct = choice == question.answer
             score += correct
+            answers.append((question, correct))
             self._show(view.quiz_feedback(question, correct))
         session.workspace.ensure()
         best = record_score(exercise, session.store, score)
+        record_quiz_answers(session.store, exercise.id, answers, reviewing=False)
         self._notices(session)
         self._show(view.quiz_score(exercise, score, total, best))
 

@@ -8,6 +8,7 @@ pictures of a wrong gradient are drawn by :mod:`trainer.pictures`.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import io
 import re
@@ -22,6 +23,7 @@ from trainer.state import Progress, State
 
 if TYPE_CHECKING:
     from trainer.checking.report import CheckReport, StageResult
+    from trainer.stats import Stats
 
 
 class Report(Protocol):
@@ -343,3 +345,17 @@ def quiz_score(exercise: Exercise, score: int, total: int, best: int | None) -> 
 
 def message(markdown: str) -> Shown:
     return _md(markdown)
+
+
+def stats(numbers: Stats) -> list[object]:
+    """`%trainer stats`: the text `trainer stats` prints, then its charts as a figure
+    where matplotlib is installed."""
+    from trainer.charts import figure, stats_text
+
+    text = "\n".join(stats_text(numbers, WIDTH))
+    shown: list[object] = [Shown(text=text, html=f"<pre>{html.escape(text)}</pre>")]
+    if numbers.empty:
+        return shown
+    with contextlib.suppress(ImportError):  # without matplotlib, the text has the charts
+        shown.append(FigureView(figure(numbers), "(the charts above, as a figure)"))
+    return shown

@@ -4,6 +4,13 @@ Writes are atomic (a temporary file, then ``os.replace``) and serialised with a
 lock file, so two commands at once never corrupt it. A file that cannot be read
 is moved aside with a notice and a fresh state begins: progress is never worth
 a crash.
+
+The file stays readable by the version before the study record (issue 32): the
+record is new fields (of an exercise, and at the top), which that version ignores,
+and ``version`` stays 1. A new field of the wrong type is dropped here, not taken
+for damage: a later version may shape it otherwise. Every record is bounded
+(:data:`MAX_DAYS`, :data:`MAX_INTERVIEWS`, :data:`MAX_QUIZ_REVIEWS`, one count per
+diagnosis), so the file stays small however long it is used.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ import fcntl
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,6 +30,10 @@ from trainer.files import write_atomically
 STATE_FILE = ".trainer-state.json"
 LOCK_FILE = ".trainer-state.lock"
 STATE_VERSION = 1
+MAX_DAYS = 400  # days of check counts kept (the newest)
+MAX_INTERVIEWS = 100  # finished interviews kept (the newest)
+MAX_QUIZ_REVIEWS = 500  # quiz questions waiting for review
+MAX_DIAGNOSES = 64  # distinct diagnoses counted per exercise
 
 
 @dataclass
@@ -36,6 +47,13 @@ class Progress:
     solution_seen: bool = False
     # The best finished interview on this exercise (see trainer.interview).
     best_interview: dict[str, Any] | None = None
+    # The study record (trainer.history, trainer.review); unknown to older versions.
+    started_at: float | None = None  # the first start or check (seconds since the epoch)
+    passed_at: float | None = None  # the first pass
+    checks_to_pass: int | None = None  # the checks up to the first pass, it included
+    hints_to_pass: int | None = None  # the hints seen by the first pass
+    diagnoses: dict[str, int] = field(default_factory=dict)  # failed checks per diagnosis
+    review: dict[str, Any] | None = None  # the spaced-review schedule (trainer.review)
 
 
 @dataclass
@@ -54,6 +72,11 @@ class State:
     current: str | None = None
     exercises: dict[str, Progress] = field(default_factory=dict)
     interview: Interview | None = None
+    # The study record; unknown to older versions.
+    days: dict[str, int] = field(default_factory=dict)  # checks per local date, YYYY-MM-DD
+    interviews: list[dict[str, Any]] = field(default_factory=list)  # finished, oldest first
+    quiz_reviews: dict[str, dict[str, Any]] = field(default_factory=dict)  # see trainer.review
+    plan: dict[str, Any] | None = None  # the study plan (trainer.study_plan)
 
     def progress(self, exercise_id: str) -> Progress:
         return self.exercises.setdefault(exercise_id, Progress())
@@ -64,15 +87,55 @@ class State:
             "current": self.current,
             "exercises": {k: asdict(v) for k, v in sorted(self.exercises.items())},
             "interview": asdict(self.interview) if self.interview else None,
+            "days": dict(sorted(self.days.items())[-MAX_DAYS:]),
+            "interviews": self.interviews[-MAX_INTERVIEWS:],
+            "quiz_reviews": dict(list(self.quiz_reviews.items())[-MAX_QUIZ_REVIEWS:]),
+            "plan": self.plan,
         }
         return json.dumps(data, indent=2) + "\n"
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_time(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_counts(value: object) -> bool:
+    return isinstance(value, dict) and all(
+        isinstance(k, str) and _is_count(n) for k, n in value.items()
+    )
+
+
+def _is_object(value: object) -> bool:
+    return isinstance(value, dict)
+
+
+# The study record's fields, each with what a usable value is: one that is not is
+# dropped (the field takes its default), never read as damage.
+_RECORD_FIELDS: dict[str, Callable[[object], bool]] = {
+    "started_at": _is_time,
+    "passed_at": _is_time,
+    "checks_to_pass": _is_count,
+    "hints_to_pass": _is_count,
+    "diagnoses": _is_counts,
+    "review": _is_object,
+}
 
 
 def _progress_from(data: Any) -> Progress:
     if not isinstance(data, dict):
         raise ValueError("exercise entry is not an object")
     known = Progress.__dataclass_fields__
-    values = {k: v for k, v in data.items() if k in known}
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        usable = _RECORD_FIELDS.get(str(key))
+        if key in known and (usable is None or usable(value)):
+            values[key] = value
+    if "diagnoses" in values:
+        values["diagnoses"] = dict(list(values["diagnoses"].items())[:MAX_DIAGNOSES])
     progress = Progress(**values)
     for name in ("started", "passed", "solution_seen"):
         if not isinstance(getattr(progress, name), bool):
@@ -108,10 +171,24 @@ def parse_state(text: str) -> State:
             interview.started_at, int | float
         ):
             raise ValueError("interview is incomplete")
+    days = data.get("days")
+    interviews = data.get("interviews")
+    quiz_reviews = data.get("quiz_reviews")
+    plan = data.get("plan")
     return State(
         current=current,
         exercises={str(k): _progress_from(v) for k, v in exercises.items()},
         interview=interview,
+        days={k: n for k, n in days.items() if isinstance(k, str) and _is_count(n)}
+        if isinstance(days, dict)
+        else {},
+        interviews=[i for i in interviews if isinstance(i, dict)][-MAX_INTERVIEWS:]
+        if isinstance(interviews, list)
+        else [],
+        quiz_reviews={k: v for k, v in quiz_reviews.items() if isinstance(v, dict)}
+        if isinstance(quiz_reviews, dict)
+        else {},
+        plan=plan if isinstance(plan, dict) else None,
     )
 
 

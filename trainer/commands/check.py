@@ -29,6 +29,7 @@ from trainer.commands.common import (
 )
 from trainer.commands.quiz import run_quiz
 from trainer.errors import ExitCode, WorkspaceError
+from trainer.history import diagnosis_of
 
 if TYPE_CHECKING:
     pass
@@ -112,7 +113,7 @@ def check(
         memory_limit_mb=memory_limit,
         feedback=folder_feedback(exercise),
     )
-    left, summary = session.record_check(exercise, report.passed)
+    left, summary = session.record_check(exercise, report.passed, diagnosis_of(report), path)
     session.show_notices()
     if as_json:
         document = report.to_dict()

@@ -139,13 +139,27 @@ class Session:
         return self.catalog.get(current)
 
     def scratch_file(self, exercise: Exercise) -> Path:
-        """The exercise's scratch file, which must exist."""
+        """The exercise's scratch file, which must exist; while a review of it is open,
+        the review's own file (:mod:`trainer.review`)."""
+        review = self.review_file(exercise)
+        if review is not None:
+            return review
         path = self.workspace.scratch_path(exercise.id)
         if not path.is_file():
             raise WorkspaceError(
                 f"no file at {path}. Run `trainer start {exercise.id}` to create it."
             )
         return path
+
+    def review_file(self, exercise: Exercise) -> Path | None:
+        """The file of the exercise's open review, when one is open and its file exists."""
+        if not self.exists:
+            return None
+        from trainer.review import is_open, review_path
+
+        path = review_path(self.workspace, exercise.id)
+        progress = self.store.load().exercises.get(exercise.id)
+        return path if progress is not None and is_open(progress) and path.is_file() else None
 
     def writable_store(self) -> StateStore:
         self.workspace.ensure()
@@ -156,9 +170,11 @@ class Session:
         """Write the scratch file (never over edits without a backup) and make it current."""
         result = self.workspace.start(exercise, force=force)
         self._remember_exercise_dirs()
+        from trainer.history import mark_started
+
         with self.store.update() as state:
             state.current = exercise.id
-            state.progress(exercise.id).started = True
+            mark_started(state, exercise.id)
         self.show_notices()
         console.started(exercise, result, watching=watching)
 
@@ -192,9 +208,15 @@ class Session:
         ]
 
     def record_check(
-        self, exercise: Exercise, passed: bool
+        self,
+        exercise: Exercise,
+        passed: bool,
+        diagnosis: str | None = None,
+        path: Path | None = None,
     ) -> tuple[float | None, "InterviewSummary | None"]:
-        """Count a check in the progress file and in an interview under way on it.
+        """Count a check in the progress file and in an interview under way on it;
+        ``diagnosis`` (:func:`trainer.history.diagnosis_of`) goes in the study record,
+        and a check of an open review's file (``path``) records the review's result.
 
         Returns the interview's time left and, when this check ended it, its summary.
         """
@@ -202,7 +224,16 @@ class Session:
             return None, None
         from trainer.interview import record_check
 
-        return record_check(self.store, exercise.id, passed)
+        reviewing = path is not None and path == self.review_file(exercise)
+        before = self.store.load().progress(exercise.id).review if reviewing else None
+        recorded = record_check(self.store, exercise.id, passed, diagnosis, reviewing)
+        if before is not None and not before.get("counted"):
+            from trainer.review import due_at
+
+            due = due_at(self.store.load().progress(exercise.id))
+            if due is not None:
+                console.review_result(exercise.id, passed, due)
+        return recorded
 
     def show_notices(self) -> None:
         for message in self.store.notices:

@@ -34,3 +34,8 @@ def list_exercises(
     console.exercise_list(
         session.catalog.all, state, session.workspace.root if session.exists else None
     )
+    if session.exists:
+        from trainer.review import agenda
+
+        concepts = session.catalog.shared_quiz("concepts")
+        console.review_due(agenda(state, session.catalog.all, [concepts] if concepts else []))

@@ -39,7 +39,8 @@ def next_exercise(
     workspace: WorkspaceOption = None,
     exercises_dir: ExercisesDirOption = None,
 ) -> None:
-    """Start the first exercise you have not passed yet, in the order of `trainer list`.
+    """Start the first exercise you have not passed yet, in the order of your study
+    plan when you made one (`trainer plan`), else of `trainer list`.
 
     With --track, an exercise whose prerequisites (in other tracks) are not passed
     yet starts the first of them instead.
@@ -52,6 +53,14 @@ def next_exercise(
             param_hint="'--track'",
         )
     session = Session(ctx, workspace, exercises_dir)
+    if track is None and session.exists:
+        from trainer.study_plan import next_in_plan
+
+        planned = next_in_plan(session.store.load(), session.catalog.all)
+        if planned is not None:
+            console.notice(f"Following your study plan (`trainer plan`): `{planned}` is next.")
+            session.start(session.catalog.get(planned))
+            return
     exercise = session.first_not_passed(track)
     if exercise is None:
         exercises = [e for e in session.catalog.all if track is None or e.track == track]

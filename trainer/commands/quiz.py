@@ -47,10 +47,13 @@ def quiz(
 
 
 def run_quiz(session: Session, exercise: Exercise | SharedQuiz, seed: int | None = None) -> None:
-    """Ask every question, then keep the score (nothing is saved when input runs out)."""
+    """Ask every question, then keep the score and the wrong answers for review
+    (nothing is saved when input runs out)."""
     from trainer.quiz import parse_choice, record_score, shuffled
+    from trainer.review import record_quiz_answers
 
     questions = shuffled(exercise.quiz, seed)
+    answers = []
     score = 0
     total = len(questions)
     for number, question in enumerate(questions, start=1):
@@ -68,7 +71,9 @@ def run_quiz(session: Session, exercise: Exercise | SharedQuiz, seed: int | None
             console.out.print(f"Please type a number from 1 to {len(question.choices)}.")
         correct = choice == question.answer
         score += correct
+        answers.append((question, correct))
         console.quiz_feedback(question, correct)
     best = record_score(exercise, session.writable_store(), score)
+    record_quiz_answers(session.store, exercise.id, answers, reviewing=False)
     session.show_notices()
     console.quiz_score(exercise, score, total, best)

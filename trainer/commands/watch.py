@@ -23,6 +23,7 @@ from trainer.commands.common import (
     Session,
     WorkspaceOption,
 )
+from trainer.history import diagnosis_of
 from trainer.spec import Exercise
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ def watch(
             service=watched.warm,
             feedback=folder_feedback(exercise),
         )
-        session.record_check(exercise, report.passed)
+        session.record_check(exercise, report.passed, diagnosis_of(report))
         watched.passed = report.passed
         console.clear()  # each verdict on a clean screen
         console.check_report(report, exercise, watching=True)
