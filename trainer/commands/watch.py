@@ -23,6 +23,7 @@ from trainer.commands.common import (
     Session,
     WorkspaceOption,
 )
+from trainer.errors import ExitCode
 from trainer.spec import Exercise
 
 if TYPE_CHECKING:
@@ -114,12 +115,15 @@ def watch(
 
     keys: queue.Queue[str] = queue.Queue()
     stop = threading.Event()
+    interrupted = False
     try:
         with keyboard(keys, stop):
             watch_loop(path, check, on_key, keys, stop, poll=poll, prompt=prompt)
-    except KeyboardInterrupt:
-        pass
+    except KeyboardInterrupt:  # Ctrl-C, during a check or between saves
+        interrupted = True
     finally:
         if watched.warm is not None:
             watched.warm.close()
     console.out.print("Stopped watching.")
+    if interrupted:
+        raise typer.Exit(ExitCode.INTERRUPTED)  # 130, as `check` and `quiz` give
