@@ -73,3 +73,53 @@ def test_ctrl_c_in_watch_exits_130_without_a_library_log_line(
     assert "KeyboardInterrupt" not in shown
     assert "Stopped watching." in shown
     assert watch.left_changed() == []
+
+
+# 1. validate at 80 and 60 columns
+
+
+def _broken_spec(folder: Path) -> Path:
+    """A new exercise whose reference does not parse: validate fails it without a check."""
+    assert trainer("new", "triple", "--root", "mine", cwd=folder).returncode == 0
+    spec = folder / "mine" / "exercises" / "triple.yaml"
+    spec.write_text(spec.read_text().replace("reference: 3 * x\n", "reference: 3 * x +\n"))
+    return spec
+
+
+@pytest.mark.parametrize("columns", [80, 60])
+def test_validate_shows_every_word_of_every_problem_at_80_and_60_columns(
+    columns: int, tmp_path: Path, terminals: list[Terminal]
+):
+    _broken_spec(tmp_path)
+    code, shown = screen(
+        terminals,
+        *("--exercises-dir", "mine", "validate", "mine/exercises/triple.yaml"),
+        cwd=tmp_path,
+        workspace=tmp_path / "ws",
+        columns=columns,
+    )
+    assert code == 1, shown
+    words = " ".join(shown.split())
+    assert "reference: is not a valid Python expression: invalid syntax" in words, shown
+    assert "…" not in shown, shown
+    for header in ("Schema", "Stub", "Solution", "Wrong", "Content"):
+        assert header in shown, shown
+    assert all(len(line.rstrip()) <= columns for line in shown.splitlines())
+
+
+def test_validate_lists_long_variant_problems_one_per_line_in_full_at_60_columns():
+    from trainer import console
+    from trainer.authoring import Validation, VariantResult
+    from trainer.spec import WrongVariant
+
+    variant = WrongVariant("forgets_grad_output.py", "backward", "why", "no_grad_output")
+    result = Validation(spec="exercises/batch_norm.yaml", exercise_id="batch_norm")
+    result.variants = [VariantResult(variant, "forward", None)]
+    result.solution = "the reference solution fails at backward: grad for `x` is wrong at 3 of 7"
+    with console.captured(width=60) as shown:
+        console.validation_table([result])
+    text = shown.getvalue()
+    words = " ".join(text.split())
+    assert "forgets_grad_output.py: expected backward/no_grad_output, got forward" in words
+    assert "the reference solution fails at backward: grad for `x` is wrong at 3 of 7" in words
+    assert "…" not in text

@@ -658,14 +658,14 @@ def progress(label: str, total: int | None) -> Iterator[Callable[[], None]]:
 
 
 def validation_table(results: Sequence[Validation]) -> None:
-    table = _table(title="Validation", show_lines=True)
-    table.add_column("Spec", no_wrap=True)
-    table.add_column("Schema")
-    table.add_column("Stub fails")
-    table.add_column("Solution passes")
-    table.add_column("Wrong variants")
-    table.add_column("Content")
-    table.add_column("Problems", ratio=1)
+    """A narrow table of marks, one row per spec, then each spec's problems one per line
+    below it at the terminal's full width: every word shows at 80 and at 60 columns."""
+    from rich import box
+
+    table = _table(title="Validation", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("Spec", overflow="fold")
+    for name in ("Schema", "Stub", "Solution", "Wrong", "Content"):
+        table.add_column(name, no_wrap=True, justify="center")
 
     def mark(ok: bool) -> Text:
         return _text("✔", style="green") if ok else _text("✘", style="bold red")
@@ -674,7 +674,7 @@ def validation_table(results: Sequence[Validation]) -> None:
         right = sum(v.ok for v in result.variants)
         loaded = not result.schema
         table.add_row(
-            result.spec,
+            result.exercise_id or Path(result.spec).stem,
             mark(loaded),
             mark(not result.stub) if loaded else _text("–"),
             mark(not result.solution) if loaded else _text("–"),
@@ -687,9 +687,20 @@ def validation_table(results: Sequence[Validation]) -> None:
             _text(f"⚠ {len(result.warnings)}", style="yellow")
             if result.warnings
             else (_text("✔", style="green") if loaded else _text("–")),
-            _text("\n".join(result.problems)),
         )
     out.print(table)
+    out.print(
+        _text(
+            "Stub: the untouched stub fails; Solution: the reference solution passes; "
+            "Wrong: the wrong variants that fail where declared; Content: warnings.",
+            style="dim",
+        )
+    )
+    for result in results:
+        if result.problems:
+            out.print(_text(f"✘ {result.spec}", style="bold red"))
+            for problem in result.problems:
+                _bullet(problem.removeprefix(f"{result.spec}: "))
     warned = [(r.spec, w) for r in results for w in r.warnings]
     for spec, warning in warned:
         out.print(_text(f"⚠ {spec}: {warning}", style="yellow"))
@@ -697,7 +708,7 @@ def validation_table(results: Sequence[Validation]) -> None:
     if bad:
         out.print(
             f"[bold red]✘ {len(bad)} of {plural(len(results), 'spec')} "
-            f"{'falls' if len(bad) == 1 else 'fall'} short.[/] Fix what the table says, then "
+            f"{'falls' if len(bad) == 1 else 'fall'} short.[/] Fix what is listed above, then "
             "run [bold]trainer validate[/] again."
         )
     else:
@@ -709,6 +720,17 @@ def validation_table(results: Sequence[Validation]) -> None:
             f"[yellow]⚠ {count} content warning{'s' * (count != 1)}[/] (they do not fail "
             "validation): the rules are in docs/spec-format.md, under Content rules."
         )
+
+
+def _bullet(text: str, indent: int = 2) -> None:
+    """``text`` after a bullet, wrapped on words with a hanging indent."""
+    from rich.table import Table
+
+    row = Table.grid(padding=(0, 1, 0, 0))
+    row.add_column(no_wrap=True)
+    row.add_column(ratio=1)
+    row.add_row(" " * indent + "•", _text(text))
+    out.print(row)
 
 
 def scaffolded(exercise_id: str, files: Sequence[Path], root: Path) -> None:
