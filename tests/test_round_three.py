@@ -123,3 +123,38 @@ def test_validate_lists_long_variant_problems_one_per_line_in_full_at_60_columns
     assert "forgets_grad_output.py: expected backward/no_grad_output, got forward" in words
     assert "the reference solution fails at backward: grad for `x` is wrong at 3 of 7" in words
     assert "…" not in text
+
+
+# 3. An interview on a passed exercise
+
+
+def test_an_interview_on_a_passed_exercise_runs_in_its_own_file_and_reports_only_itself(
+    tmp_path: Path,
+):
+    from tests.conftest import run_cli
+
+    workspace = tmp_path / "ws"
+    assert run_cli("start", "sigmoid").exit_code == 0
+    solved = (REPO / "solutions" / "sigmoid.py").read_text()
+    (workspace / "sigmoid.py").write_text(solved)
+    assert run_cli("check", "sigmoid").exit_code == 0
+    answers = "1\n" * 3
+    run_cli("quiz", "sigmoid", "--seed", "1", input=answers)  # an old quiz score
+
+    started = run_cli("interview", "sigmoid", "--minutes", "30")
+    assert started.exit_code == 0
+    own = workspace / "interview" / "sigmoid.py"
+    assert "interview/sigmoid.py" in " ".join(started.stdout.split())
+    assert (workspace / "sigmoid.py").read_text() == solved  # the solved file is left alone
+    assert "NotImplementedError" in own.read_text()  # the interview starts from the stub
+    assert not (workspace / ".backups").exists()
+    assert "passed" in run_cli("list").stdout.split("sigmoid", 1)[1].splitlines()[0]
+    failing = run_cli("check")  # checks the interview's file, not the solved one
+    assert failing.exit_code == 1
+    assert "Interview:" in failing.stdout
+
+    stopped = run_cli("interview", "--stop")
+    assert "Interview on sigmoid: stopped" in stopped.stdout
+    assert "Quiz" not in stopped.stdout  # the old score is not this interview's
+    assert "Checks run" in stopped.stdout
+    assert run_cli("check", "sigmoid").exit_code == 0  # after it, the solved file again

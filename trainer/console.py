@@ -628,7 +628,6 @@ def interview_summary(summary: InterviewSummary) -> None:
     table.add_row("Time taken", f"{_clock(summary.seconds)} of {_clock(summary.minutes * 60)}")
     table.add_row("Checks run", str(summary.checks))
     table.add_row("Hints used", str(summary.hints))
-    table.add_row("Quiz score", summary.quiz)
     out.print(table)
 
 

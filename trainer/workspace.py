@@ -22,6 +22,8 @@ from trainer.state import LOCK_FILE, STATE_FILE
 WORKSPACE_ENV = "TRAINER_WORKSPACE"
 DEFAULT_WORKSPACE = "trainer-workspace"
 BACKUPS = ".backups"
+# An interview's own files: `interview/EX.py`, so that a solved EX.py is left alone.
+INTERVIEWS = "interview"
 HEADER_WIDTH = 79  # the statement at the top of a scratch file fits an 80-column editor
 # Written once into a new workspace, never over the user's own: a workspace committed to
 # git (a Classroom template's stubs) commits the scratch files and not the bookkeeping.
@@ -142,6 +144,22 @@ class Workspace:
 
     def scratch_path(self, exercise_id: str) -> Path:
         return self.root / f"{exercise_id}.py"
+
+    def interview_path(self, exercise_id: str) -> Path:
+        """The file an interview on ``exercise_id`` is written in."""
+        return self.root / INTERVIEWS / f"{exercise_id}.py"
+
+    def start_interview(self, exercise: Exercise) -> StartResult:
+        """A fresh stub in the interview's own file; the scratch file is left as it is.
+        An edited file from an earlier interview is backed up first."""
+        self.ensure()
+        path = self.interview_path(exercise.id)
+        path.parent.mkdir(exist_ok=True)
+        backup = None
+        if path.exists() and not is_untouched(path.read_bytes(), exercise):
+            backup = self.backup(path, exercise.id)
+        write_atomically(path, scratch_text(exercise))
+        return StartResult(path=path, kept_edits=False, backup=backup)
 
     def backup(self, path: Path, exercise_id: str) -> Path:
         folder = self.root / BACKUPS

@@ -138,9 +138,18 @@ class Session:
             )
         return self.catalog.get(current)
 
+    def working_path(self, exercise: Exercise) -> Path:
+        """The file the learner works in: during an interview on ``exercise`` the
+        interview's own file, else the scratch file."""
+        if self.exists and (self.workspace.root / STATE_FILE).is_file():
+            interview = self.store.load().interview
+            if interview is not None and interview.exercise == exercise.id:
+                return self.workspace.interview_path(exercise.id)
+        return self.workspace.scratch_path(exercise.id)
+
     def scratch_file(self, exercise: Exercise) -> Path:
-        """The exercise's scratch file, which must exist."""
-        path = self.workspace.scratch_path(exercise.id)
+        """The file the learner works in (:meth:`working_path`), which must exist."""
+        path = self.working_path(exercise)
         if not path.is_file():
             raise WorkspaceError(
                 f"no file at {path}. Run `trainer start {exercise.id}` to create it."

@@ -67,7 +67,7 @@ def watch(
     session.scratch_file(watched.exercise)
 
     def path() -> Path:
-        return session.workspace.scratch_path(watched.exercise.id)
+        return session.working_path(watched.exercise)
 
     def check() -> None:
         console.clear()
