@@ -158,3 +158,70 @@ def test_an_interview_on_a_passed_exercise_runs_in_its_own_file_and_reports_only
     assert "Quiz" not in stopped.stdout  # the old score is not this interview's
     assert "Checks run" in stopped.stdout
     assert run_cli("check", "sigmoid").exit_code == 0  # after it, the solved file again
+
+
+# 2. check --show-output
+
+
+NOISY = """\
+import torch
+
+print("printed at import: the first line")
+
+
+class MySigmoid(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.sigmoid(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        for i in range(3):
+            print(f"backward line {i} " + "x" * 40)
+        return y * (1 - y)
+"""
+
+
+def test_show_output_shows_from_the_first_line_says_how_much_and_keeps_all_of_it_in_a_file(
+    tmp_path: Path, terminals: list[Terminal]
+):
+    workspace = tmp_path / "ws"
+    trainer("start", "sigmoid", cwd=tmp_path, workspace=workspace)
+    (tmp_path / "noisy.py").write_text(NOISY)
+    code, shown = screen(
+        terminals,
+        *("check", "--file", "noisy.py", "--show-output", "--no-plot"),
+        cwd=tmp_path,
+        workspace=workspace,
+    )
+    assert code == 1, shown
+    kept = workspace / ".output" / "sigmoid.txt"
+    lines = kept.read_text().splitlines()
+    assert lines[0] == "printed at import: the first line"  # import-time output, first
+    assert len(lines) > 1000 and all(line.startswith("backward line") for line in lines[1:])
+    words = " ".join(shown.split())
+    assert "printed at import: the first line" in shown  # from the first line on screen too
+    assert f"your code printed {len(lines)} lines (" in words  # how much there was
+    assert f"All {len(lines)} lines are in ws/.output/sigmoid.txt" in words
+    assert "not shown here" in words  # and where the screen leaves some out, it says so
+
+
+def test_the_output_file_gets_every_byte_in_order_while_memory_keeps_only_tails():
+    import io
+
+    from trainer.checking.runner import OUTPUT_LINE_LIMIT, OUTPUT_TAIL, _Collected
+
+    spill = io.BytesIO()
+    collected = _Collected(spill=spill)
+    collected.add_output(b"at import\n")
+    for _ in range(40):  # 2.5 MiB without a newline
+        collected.add_output(b"x" * 65536)
+    collected.add_output(b"\nlast\n")
+    collected.finish_output()
+
+    assert spill.getvalue() == b"at import\n" + b"x" * 40 * 65536 + b"\nlast\n"
+    assert len(collected._partial) <= OUTPUT_LINE_LIMIT
+    assert len(collected.output) <= 4 * OUTPUT_TAIL + 1

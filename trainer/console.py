@@ -239,6 +239,7 @@ def check_report(
     watching: bool = False,
     verbose: bool = False,
     show_output: bool = False,
+    output_file: Path | None = None,
 ) -> None:
     """The verdict of every stage, then what failed, then one summary line.
 
@@ -278,7 +279,7 @@ def check_report(
             + _text(PROTECTION_ADVICE, style="dim")
         )
     failure = report.first_failure
-    _printed(report, failure, show_output)
+    _printed(report, failure, show_output, output_file)
     clock = (
         f" [bold magenta]Interview: {_clock(interview_left)} left.[/]"
         if interview_left is not None
@@ -300,10 +301,73 @@ def check_report(
         )
 
 
-def _printed(report: CheckReport, failure: StageResult | None, show_output: bool) -> None:
+# `check --show-output` shows this much of the output in the terminal; longer output is
+# shown by its first and last lines, and is whole in the output file whose path is given.
+SHOWN_OUTPUT_LINES = 200
+SHOWN_OUTPUT_ENDS = 20
+
+
+def _size(size: int) -> str:
+    for unit in ("bytes", "kB", "MB"):
+        if size < 1000 or unit == "MB":
+            return f"{size:,} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1000  # type: ignore[assignment]
+    return f"{size} MB"
+
+
+def _all_output(report: CheckReport, output_file: Path) -> None:
+    """Everything the code printed, from its first line (import time included): in full
+    when it is short, else its first and last lines and the file that holds all of it."""
+    try:
+        size = output_file.stat().st_size
+        with output_file.open("rb") as stream:
+            head = [stream.readline() for _ in range(SHOWN_OUTPUT_LINES + 1)]
+    except OSError:
+        size, head = 0, []
+    head = [line for line in head if line]
+    count = plural(report.output_lines, "line")
+    where = _link(output_file)
+    if not size:
+        out.print("[dim]Your code printed nothing.[/]")
+        return
+    lines = [line.decode("utf-8", "replace").rstrip("\n") for line in head]
+    if len(lines) <= SHOWN_OUTPUT_LINES:
+        title = f"your code printed {count} ({_size(size)}), all of it"
+        out.print(_panel(_text("\n".join(lines)), title=title, expand=False))
+        out.print(f"[dim]It is also in[/] {where}")
+        return
+    tail = _last_lines(output_file, SHOWN_OUTPUT_ENDS)
+    left_out = report.output_lines - 2 * SHOWN_OUTPUT_ENDS
+    body = _text("\n".join(lines[:SHOWN_OUTPUT_ENDS]))
+    body.append(f"\n… {plural(left_out, 'line')} not shown here …\n", style="dim")
+    body.append("\n".join(tail))
+    title = f"your code printed {count} ({_size(size)}): the first and last {SHOWN_OUTPUT_ENDS}"
+    out.print(_panel(body, title=title, expand=False))
+    out.print(f"All {count} are in [bold]{where}[/]; to page them: less {_relative(output_file)}")
+
+
+def _last_lines(path: Path, count: int) -> list[str]:
+    """The last ``count`` lines of a file, reading only its end."""
+    with path.open("rb") as stream:
+        stream.seek(0, 2)
+        end = stream.tell()
+        stream.seek(max(end - 64 * 1024, 0))
+        text = stream.read().decode("utf-8", "replace")
+    return text.rstrip("\n").split("\n")[-count:]
+
+
+def _printed(
+    report: CheckReport,
+    failure: StageResult | None,
+    show_output: bool,
+    output_file: Path | None = None,
+) -> None:
     """What the learner's code printed: all of it when asked; else, on a failure, what it
     printed during the failing stage; on a pass, only that something was printed."""
     count = plural(report.output_lines, "line")
+    if show_output and output_file is not None:
+        _all_output(report, output_file)
+        return
     if show_output and report.output.strip():
         out.print(
             _panel(_text(report.output.rstrip()), title=f"your code printed {count}", expand=False)

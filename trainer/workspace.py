@@ -35,6 +35,7 @@ GITIGNORE = f"""\
 {STATE_FILE}.broken-*
 {SETTINGS_FILE}
 {BACKUPS}/
+.output/
 """
 
 

@@ -31,7 +31,9 @@ from trainer.commands.quiz import run_quiz
 from trainer.errors import ExitCode, WorkspaceError
 
 if TYPE_CHECKING:
-    pass
+    from trainer.spec import Exercise
+
+OUTPUT_FOLDER = ".output"  # in the workspace: what `check --show-output` saw, whole
 
 app = typer.Typer(add_completion=False)
 
@@ -102,6 +104,7 @@ def check(
         raise WorkspaceError(f"no file at {file}. Check the path given to --file.")
     else:
         path = file
+    output_file = _output_file(session, exercise) if show_output else None
     report = run_check(
         exercise,
         path,
@@ -111,6 +114,7 @@ def check(
         double_backward=double_backward,
         memory_limit_mb=memory_limit,
         feedback=folder_feedback(exercise),
+        output_file=output_file,
     )
     left, summary = session.record_check(exercise, report.passed)
     session.show_notices()
@@ -122,7 +126,12 @@ def check(
         console.print_json(json.dumps(document, indent=2))
     else:
         console.check_report(
-            report, exercise, interview_left=left, verbose=verbose, show_output=show_output
+            report,
+            exercise,
+            interview_left=left,
+            verbose=verbose,
+            show_output=show_output,
+            output_file=output_file,
         )
         console.pictures(report, plot)
         if summary is not None:
@@ -133,3 +142,19 @@ def check(
             else:
                 console.after_pass(exercise)
     raise typer.Exit(ExitCode.of_verdict(report.passed))
+
+
+def _output_file(session: Session, exercise: "Exercise") -> Path:
+    """Where ``--show-output`` keeps all a check's output: ``.output/EX.txt`` in the
+    workspace (the last check's), or a temporary file where there is no workspace."""
+    if session.exists:
+        folder = session.workspace.root / OUTPUT_FOLDER
+        folder.mkdir(exist_ok=True)
+        return folder / f"{exercise.id}.txt"
+    import tempfile
+
+    handle, name = tempfile.mkstemp(prefix=f"trainer-{exercise.id}-", suffix=".txt")
+    import os
+
+    os.close(handle)
+    return Path(name)
