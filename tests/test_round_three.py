@@ -225,3 +225,24 @@ def test_the_output_file_gets_every_byte_in_order_while_memory_keeps_only_tails(
     assert spill.getvalue() == b"at import\n" + b"x" * 40 * 65536 + b"\nlast\n"
     assert len(collected._partial) <= OUTPUT_LINE_LIMIT
     assert len(collected.output) <= 4 * OUTPUT_TAIL + 1
+
+
+# 7. A broken spec in a remembered folder
+
+
+def test_list_shows_what_loads_and_names_a_broken_remembered_spec_once_from_here(
+    tmp_path: Path, terminals: list[Terminal]
+):
+    workspace = tmp_path / "ws"
+    assert trainer("new", "triple", "--root", "mine", cwd=tmp_path).returncode == 0
+    remembered = trainer(
+        "--exercises-dir", "mine", "start", "triple", cwd=tmp_path, workspace=workspace
+    )
+    assert remembered.returncode == 0, remembered.stderr
+    spec = tmp_path / "mine" / "exercises" / "triple.yaml"
+    spec.write_text(spec.read_text().replace("difficulty: easy", "difficulty: trivial"))
+    code, shown = screen(terminals, "list", cwd=tmp_path, workspace=workspace)
+    assert code == 0, shown
+    assert "sigmoid" in shown and "linear" in shown  # the bundled exercises are listed
+    words = " ".join(shown.split())
+    assert words.count("mine/exercises/triple.yaml: difficulty:") == 1, shown

@@ -23,6 +23,10 @@ class ExitCode(IntEnum):
         return cls.OK if passed else cls.CHECKS_FAILED
 
 
+# What to do about a broken spec: said after its file and field.
+SPEC_ADVICE = "Fix that field of the spec; docs/spec-format.md describes every field."
+
+
 class TrainerError(Exception):
     """A problem the user can fix; the message ends with what to do next."""
 

@@ -6,6 +6,7 @@ No `from __future__ import annotations`: typer reads the annotations at run time
 import typer
 
 from trainer import console
+from trainer.errors import SPEC_ADVICE
 from trainer.commands.common import (
     LEARN_PANEL,
     ExercisesDirOption,
@@ -31,6 +32,8 @@ def list_exercises(
     session = Session(ctx, workspace, exercises_dir)
     state = session.store.load() if session.exists else State()
     session.show_notices()
-    console.exercise_list(
-        session.catalog.all, state, session.workspace.root if session.exists else None
-    )
+    # A broken spec (in a folder of one's own, say) is named once; the others are listed.
+    exercises, broken = session.catalog.loadable()
+    console.exercise_list(exercises, state, session.workspace.root if session.exists else None)
+    for problem in broken:
+        console.notice(f"not listed: {problem}. {SPEC_ADVICE}")
