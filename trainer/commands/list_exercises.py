@@ -6,13 +6,13 @@ No `from __future__ import annotations`: typer reads the annotations at run time
 import typer
 
 from trainer import console
-from trainer.errors import SPEC_ADVICE
 from trainer.commands.common import (
     LEARN_PANEL,
     ExercisesDirOption,
     Session,
     WorkspaceOption,
 )
+from trainer.errors import SPEC_ADVICE
 
 app = typer.Typer(add_completion=False)
 
