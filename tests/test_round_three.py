@@ -246,3 +246,46 @@ def test_list_shows_what_loads_and_names_a_broken_remembered_spec_once_from_here
     assert "sigmoid" in shown and "linear" in shown  # the bundled exercises are listed
     words = " ".join(shown.split())
     assert words.count("mine/exercises/triple.yaml: difficulty:") == 1, shown
+
+
+# 8. Smaller things
+
+
+def test_help_puts_plot_in_the_learn_panel_on_one_line_and_has_no_unnamed_panel(
+    tmp_path: Path, terminals: list[Terminal]
+):
+    code, shown = screen(terminals, "--help", cwd=tmp_path, workspace=tmp_path / "ws")
+    assert code == 0
+    assert "─ Commands " not in shown, shown
+    learn, author = shown.index("─ Learn "), shown.index("─ Author and teach ")
+    assert learn < shown.index("│ plot ") < author
+    plot_row = shown[shown.index("│ plot ") :].splitlines()[0]
+    assert "a map of wrong elements" in plot_row or not plot_row.rstrip(" │").endswith("for an")
+    assert "for an\n" not in shown.replace("│", "").replace(" \n", "\n")
+
+
+def test_an_unknown_exercise_is_suggested_a_close_id_only():
+    from tests.conftest import run_cli
+
+    far = run_cli("start", "nope")
+    assert far.exit_code == 2
+    assert "Did you mean" not in far.stderr  # "nope" is nothing like `topk`
+    near = run_cli("start", "batch_nrm")
+    assert "Did you mean `batch_norm`?" in near.stderr
+
+
+def test_a_failed_check_ends_with_its_summary_line_under_the_picture(
+    tmp_path: Path, terminals: list[Terminal]
+):
+    workspace = tmp_path / "ws"
+    trainer("start", "sigmoid", cwd=tmp_path, workspace=workspace)
+    good = (REPO / "solutions" / "sigmoid.py").read_text()
+    wrong = good.replace("grad_output * output * (1 - output)", "output * (1 - output)")
+    assert wrong != good
+    (workspace / "sigmoid.py").write_text(wrong)
+    code, shown = screen(terminals, "check", "--plot", cwd=tmp_path, workspace=workspace)
+    assert code == 1, shown
+    picture = shown.index("Slope of your gradient")
+    summary = shown.rindex("stages failed")
+    assert picture < summary, shown
+    assert "stuck? trainer hint sigmoid." in " ".join(shown[summary:].split()), shown

@@ -156,7 +156,8 @@ class Catalog:
 
     def unknown(self, exercise_id: str) -> UnknownExerciseError:
         ids = self.ids()
-        close = difflib.get_close_matches(exercise_id, ids, n=1, cutoff=0.5)
+        # 0.6, difflib's own threshold: "batch_nrm" suggests batch_norm, "nope" nothing.
+        close = difflib.get_close_matches(exercise_id, ids, n=1, cutoff=0.6)
         suggestion = f" Did you mean `{close[0]}`?" if close else ""
         return UnknownExerciseError(
             f"no exercise called `{exercise_id}` in {self.where()}.{suggestion} "

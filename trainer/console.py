@@ -240,8 +240,11 @@ def check_report(
     verbose: bool = False,
     show_output: bool = False,
     output_file: Path | None = None,
+    summary: bool = True,
 ) -> None:
-    """The verdict of every stage, then what failed, then one summary line.
+    """The verdict of every stage, then what failed, then one summary line (unless
+    ``summary`` is False: a caller that draws pictures says it last, with
+    :func:`check_summary`).
 
     A pass (or ``verbose``) is one table with every stage's words. A failure is made
     to fit a screen: a table of one line per stage, then each failure below it at the
@@ -278,8 +281,20 @@ def check_report(
             + _protection(report.protection)
             + _text(PROTECTION_ADVICE, style="dim")
         )
+    _printed(report, report.first_failure, show_output, output_file)
+    if summary:
+        check_summary(report, exercise, interview_left, watching)
+
+
+def check_summary(
+    report: CheckReport,
+    exercise: Exercise,
+    interview_left: float | None = None,
+    watching: bool = False,
+) -> None:
+    """The one line that ends a check's report: the verdict and what to do next."""
+    file_name = Path(report.file).name
     failure = report.first_failure
-    _printed(report, failure, show_output, output_file)
     clock = (
         f" [bold magenta]Interview: {_clock(interview_left)} left.[/]"
         if interview_left is not None

@@ -132,8 +132,10 @@ def check(
             verbose=verbose,
             show_output=show_output,
             output_file=output_file,
+            summary=False,
         )
         console.pictures(report, plot)
+        console.check_summary(report, exercise, interview_left=left)  # last, under the plot
         if summary is not None:
             console.interview_summary(summary)
         if report.passed:
