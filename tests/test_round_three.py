@@ -3,6 +3,7 @@ pseudo-terminal where the point is about what a terminal shows."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -289,3 +290,67 @@ def test_a_failed_check_ends_with_its_summary_line_under_the_picture(
     summary = shown.rindex("stages failed")
     assert picture < summary, shown
     assert "stuck? trainer hint sigmoid." in " ".join(shown[summary:].split()), shown
+
+
+# 5. Wrapped on words, prose reflowed
+
+
+def _wrapped_once(lines: list[str], width: int) -> list[tuple[str, str]]:
+    """Pairs of lines of one paragraph where the next line's first word would have fit
+    on the line before: a break the text had before it was wrapped at ``width``."""
+    early = []
+    for line, following in itertools.pairwise(lines):
+        words = following.split()
+        new_item = not words or words[0].startswith(("-", "•"))
+        if line.strip() and not new_item and len(line.rstrip()) + 1 + len(words[0]) <= width:
+            early.append((line, following))
+    return early
+
+
+def test_an_error_wraps_on_words_at_80_columns(tmp_path: Path, terminals: list[Terminal]):
+    code, shown = screen(terminals, "start", "batch_nrm", cwd=tmp_path, workspace=tmp_path / "ws")
+    assert code == 2
+    lines = [line for line in shown.splitlines() if line.strip()]
+    assert all(len(line) <= 80 for line in lines), shown
+    assert any("`batch_norm`?" in line for line in lines), shown  # never "`ba" / "tch_norm`"
+    assert len(lines) > 1
+
+
+def test_what_to_notice_is_reflowed_at_60_columns(tmp_path: Path, terminals: list[Terminal]):
+    code, shown = screen(
+        terminals,
+        "solution",
+        "batch_norm",
+        "--force",
+        cwd=tmp_path,
+        workspace=tmp_path / "ws",
+        columns=60,
+    )
+    assert code == 0, shown
+    box = shown[shown.index("What to notice") :].splitlines()[1:]
+    inner = [line.strip("│").strip() for line in box if line.startswith("│")]
+    assert len(inner) > 5
+    assert _wrapped_once(inner, 56) == []  # no break kept from the spec's 80-column lines
+
+
+@pytest.mark.parametrize("exercise_id", ["dot_jvp", "exp_inplace"])
+def test_a_stub_statement_is_wrapped_once(exercise_id: str):
+    from tests.conftest import CATALOG
+    from trainer.workspace import HEADER_WIDTH, scratch_text
+
+    header = scratch_text(CATALOG.get(exercise_id)).split("\n\n")[0].split("\n#\n")
+    for paragraph in header:
+        lines = [line.removeprefix("#").removeprefix(" ") for line in paragraph.splitlines()]
+        assert _wrapped_once(lines, HEADER_WIDTH - 2) == [], paragraph
+
+
+def test_a_stub_written_by_an_earlier_trainer_still_counts_as_untouched(tmp_path: Path):
+    from tests.conftest import CATALOG
+    from trainer.workspace import Workspace, scratch_text
+
+    exercise = CATALOG.get("dot_jvp")
+    workspace = Workspace(tmp_path / "ws")
+    workspace.ensure()
+    workspace.scratch_path("dot_jvp").write_text(scratch_text(exercise, reflowed=False))
+    result = workspace.start(exercise)
+    assert not result.kept_edits  # replaced by today's stub without a backup

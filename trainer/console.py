@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainer.spec import Exercise, QuizQuestion, SharedQuiz
+from trainer.spec import Exercise, QuizQuestion, SharedQuiz, reflow
 from trainer.state import Progress, State
 
 if TYPE_CHECKING:
@@ -102,11 +102,13 @@ _BLOCK = re.compile(r"^\s*([-*+] |\d+\. |#|```|>|\|)", re.MULTILINE)
 
 def markdown(text: str) -> RenderableType:
     """Markdown for the console. A single paragraph (a hint) is rendered here,
-    without importing a Markdown parser: `hint` must start fast."""
+    without importing a Markdown parser: `hint` must start fast. Either way the
+    paragraphs are reflowed to the terminal's width."""
     if _BLOCK.search(text) or "\n\n" in text.strip():
         from rich.markdown import Markdown
 
         return Markdown(text)
+    text = reflow(text)
     rendered = _text()
     position = 0
     for match in _INLINE.finditer(text):
@@ -128,12 +130,12 @@ def is_interactive() -> bool:
 
 
 def error(message: str) -> None:
-    # soft_wrap: one line, whatever the width, so it can be grepped and copied.
-    err.print(_text("error: ", style="bold red") + _text(message), soft_wrap=True)
+    # On a terminal, wrapped on words at its width; piped, one line, to grep and copy.
+    err.print(_text("error: ", style="bold red") + _text(message), soft_wrap=not err.is_terminal)
 
 
 def notice(message: str) -> None:
-    err.print(_text("note: ", style="bold yellow") + _text(message), soft_wrap=True)
+    err.print(_text("note: ", style="bold yellow") + _text(message), soft_wrap=not err.is_terminal)
 
 
 def print_json(document: str) -> None:
@@ -467,8 +469,8 @@ def _plain_box(title: str, body: str) -> str:
     plain = _INLINE.sub(lambda m: next(g for g in m.groups() if g is not None), body)
     width = max(min(shutil.get_terminal_size((80, 24)).columns, 100), 30)
     lines = []
-    for paragraph in plain.split("\n"):
-        lines += textwrap.wrap(paragraph, width - 4) or [""]
+    for paragraph in reflow(plain).split("\n"):
+        lines += textwrap.wrap(paragraph, width - 4, break_on_hyphens=False) or [""]
     inner = max((len(line) for line in lines), default=0)
     inner = max(inner, len(title) + 2)
     bold = "\x1b[1m" if sys.stdout.isatty() else ""

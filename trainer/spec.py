@@ -202,6 +202,37 @@ class Exercise:
 
 T = TypeVar("T")
 
+_BLOCK_START = re.compile(r"([-*+] |\d+\. |#|>|\|)")
+
+
+def reflow(text: str) -> str:
+    """Prose from a spec with its hard line breaks taken out, for the reader to wrap at
+    its own width: the lines of a paragraph, or of a list item, become one line.
+    Blank lines, the start of a list item, a heading, a quote or a table row, lines
+    indented as code (4 spaces or more) and fenced code keep their breaks."""
+    lines: list[str] = []
+    fenced = False
+    for line in text.strip("\n").split("\n"):
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            fenced = not fenced
+            lines.append(line)
+            continue
+        previous = lines[-1].strip() if lines else ""
+        joins = (
+            not fenced
+            and stripped
+            and previous
+            and not previous.startswith(("```", "#", "|"))
+            and not _BLOCK_START.match(stripped)
+            and len(line) - len(line.lstrip()) < 4
+        )
+        if joins:
+            lines[-1] = lines[-1].rstrip() + " " + stripped
+        else:
+            lines.append(line)
+    return "\n".join(lines)
+
 
 class _Node:
     """A value inside a spec together with where it came from, for error messages."""

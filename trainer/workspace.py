@@ -16,7 +16,7 @@ from pathlib import Path
 from trainer.errors import WorkspaceError
 from trainer.files import write_atomically
 from trainer.settings import SETTINGS_FILE
-from trainer.spec import Exercise
+from trainer.spec import Exercise, reflow
 from trainer.state import LOCK_FILE, STATE_FILE
 
 WORKSPACE_ENV = "TRAINER_WORKSPACE"
@@ -84,14 +84,17 @@ class StartResult:
     backup: Path | None = None
 
 
-def scratch_text(exercise: Exercise) -> str:
+def scratch_text(exercise: Exercise, reflowed: bool = True) -> str:
     """What ``trainer start`` writes: the statement as a comment, then the spec's stub.
 
     A comment (not a docstring) so that no statement text can break the file:
-    the checker loads it as it loads the bare stub.
+    the checker loads it as it loads the bare stub. The statement is reflowed, then
+    wrapped once to fit an 80-column editor (``reflowed=False``: as earlier trainers
+    wrote it, wrapping the spec's own lines again).
     """
     lines = [f"{exercise.id}: {exercise.title}", ""]
-    for line in exercise.statement.strip().splitlines():
+    statement = reflow(exercise.statement) if reflowed else exercise.statement
+    for line in statement.strip().splitlines():
         indent = line[: len(line) - len(line.lstrip())]
         bullet = indent + ("  " if line.lstrip().startswith(("- ", "* ")) else "")
         wrapped = textwrap.wrap(
@@ -110,9 +113,15 @@ def scratch_text(exercise: Exercise) -> str:
     return f"{header}\n\n{exercise.stub}"
 
 
+def stub_texts(exercise: Exercise) -> tuple[str, ...]:
+    """Every text ``trainer start`` has written for the exercise: this trainer's, an
+    earlier one's (the statement wrapped twice) and the bare stub."""
+    return (scratch_text(exercise), scratch_text(exercise, reflowed=False), exercise.stub)
+
+
 def is_untouched(raw: bytes, exercise: Exercise) -> bool:
-    """The file is what ``trainer start`` wrote (or an earlier trainer's bare stub)."""
-    return _same_text(raw, scratch_text(exercise)) or _same_text(raw, exercise.stub)
+    """The file is what ``trainer start`` wrote (or what an earlier trainer wrote)."""
+    return any(_same_text(raw, text) for text in stub_texts(exercise))
 
 
 class Workspace:
