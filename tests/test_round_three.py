@@ -354,3 +354,47 @@ def test_a_stub_written_by_an_earlier_trainer_still_counts_as_untouched(tmp_path
     workspace.scratch_path("dot_jvp").write_text(scratch_text(exercise, reflowed=False))
     result = workspace.start(exercise)
     assert not result.kept_edits  # replaced by today's stub without a backup
+
+
+# 6. Every schema error of a spec at once
+
+
+def test_validate_names_every_schema_error_at_once_typos_with_a_did_you_mean(
+    tmp_path: Path, terminals: list[Terminal]
+):
+    assert trainer("new", "triple", "--root", "mine", cwd=tmp_path).returncode == 0
+    spec = tmp_path / "mine" / "exercises" / "triple.yaml"
+    text = spec.read_text().replace("reference: 3 * x\n", "refrence: 3 * x\n")
+    spec.write_text(text.replace("    answer: 3\n", "    answer: 7\n"))
+    code, shown = screen(
+        terminals,
+        *("--exercises-dir", "mine", "validate", "mine/exercises/triple.yaml"),
+        cwd=tmp_path,
+        workspace=tmp_path / "ws",
+    )
+    assert code == 1, shown
+    words = " ".join(shown.split())
+    assert words.count("refrence: is not a known field; did you mean `reference`?") == 1, shown
+    assert "reference: is required but missing" not in words  # the typo is the one problem
+    assert words.count("quiz[1].answer: 7 is out of range (3 choices; answers count from 1)") == 1
+
+
+def test_a_reference_that_cannot_run_is_one_problem_and_a_missing_variant_names_its_path(
+    tmp_path: Path,
+):
+    from trainer.authoring import COULD_NOT_RUN, Validation, VariantResult
+    from trainer.spec import WrongVariant
+
+    broken = f"{COULD_NOT_RUN}exercises/triple.yaml: preparing the check failed: no tripple"
+    result = Validation(spec="exercises/triple.yaml", stub=broken, solution=broken)
+    declared = WrongVariant("forgets.py", "backward", "why", "no_grad_output")
+    missing = WrongVariant("missing.py", "backward", "why")
+    path = tmp_path / "solutions" / "wrong" / "triple" / "missing.py"
+    result.variants = [
+        VariantResult(declared, "error", None),  # a knock-on of the reference
+        VariantResult(missing, "missing file", None, path),
+    ]
+    assert result.problems == [
+        broken,
+        "missing.py: no such file: solutions/wrong/triple/missing.py (wrong_variants)",
+    ]

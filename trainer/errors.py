@@ -45,6 +45,14 @@ class SpecFieldError(SpecError):
     """A field of a spec file is wrong: ``<file>: <field>: <problem>``."""
 
 
+class SpecProblems(SpecFieldError):
+    """Several fields of one spec are wrong: every problem, each once, one per line."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(dict.fromkeys(problems))
+        super().__init__("\n".join(self.problems))
+
+
 class UnknownExerciseError(TrainerError):
     """No exercise has the requested id."""
 
