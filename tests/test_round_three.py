@@ -398,3 +398,27 @@ def test_a_reference_that_cannot_run_is_one_problem_and_a_missing_variant_names_
         broken,
         "missing.py: no such file: solutions/wrong/triple/missing.py (wrong_variants)",
     ]
+
+
+def test_list_fits_a_40_row_screen_names_the_track_ids_and_shows_a_seen_solution(
+    tmp_path: Path, terminals: list[Terminal]
+):
+    from tests.conftest import CATALOG, run_cli
+    from trainer.spec import TRACKS
+
+    workspace = tmp_path / "ws"
+    run_cli("start", "sigmoid")
+    run_cli("solution", "relu", "--force")
+    code, shown = screen(terminals, "list", cwd=tmp_path, workspace=workspace)
+    assert code == 0
+    lines = shown.rstrip("\n").splitlines()
+    assert len(lines) <= 39, shown  # and the shell's prompt on the 40th row
+    assert all(len(line) <= 80 for line in lines)
+    for track in ("linalg_indexing", "conv_pool"):  # what `trainer next -t` takes
+        assert any(line.startswith(track + " ") for line in lines), shown
+    assert sum(line.split()[0] in TRACKS for line in lines[1:] if line.strip()) == len(
+        {e.track for e in CATALOG.all}
+    )
+    relu = next(line for line in lines if " relu " in line)
+    assert "seen" in relu.split()  # the solution was looked at
+    assert "seen" not in next(line for line in lines if " sigmoid " in line).split()

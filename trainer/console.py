@@ -535,32 +535,38 @@ def quiz_score(exercise: Exercise | SharedQuiz, score: int, total: int, best: in
 
 
 def exercise_list(exercises: Sequence[Exercise], state: State, workspace: Path | None) -> None:
-    """One line per exercise, under the heading of its track.
+    """One line per exercise, its track's id (what `trainer next -t` takes) on the first
+    line of each track; the footer is one line, so that the catalogue fits a 40-row
+    screen.
 
-    Columns are dropped as the terminal narrows (title first, then interview, quiz
-    and hints), so that no line wraps: at 80 columns every column but the title fits.
+    Columns are dropped as the terminal narrows (title first, then the best timed
+    interview, whether the solution was seen, quiz and hints), so that no line wraps:
+    at 80 columns every column but the title fits.
     """
-    from trainer.spec import OTHER_TRACK, TRACKS
+    from trainer.spec import OTHER_TRACK
 
     width = out.width
     id_width = max([len("Exercise"), *(len(e.id) for e in exercises)])
+    track_width = max([len("Track"), *(len(e.track or OTHER_TRACK) for e in exercises)])
     # name, width, right-aligned; in the order they are dropped (last first).
     columns = [
         ("Exercise", id_width, False),
         ("Level", 6, False),
-        ("Status", 11, False),
+        ("Status", 7, False),
         ("Hints", 5, True),
         ("Quiz", 5, True),
-        ("Interview", 9, True),
+        ("Sol.", 4, False),
+        ("Timed", 7, True),
     ]
-    fixed = 3  # the current-exercise marker and its space
-    while fixed + sum(w + 2 for _, w, _ in columns) > width and len(columns) > 3:
+    fixed = track_width + 3  # the track, then the current-exercise marker and its space
+    while fixed + sum(w + 2 for _, w, _ in columns) - 2 > width and len(columns) > 3:
         columns.pop()
     used = fixed + sum(w + 2 for _, w, _ in columns)
     title_width = width - used if width - used >= 24 else 0
 
-    def line(cells: list[Text], marker: str = " ") -> Text:
-        row = _text(f" {marker} ")
+    def line(track: Text, cells: list[Text], marker: str = " ") -> Text:
+        track.truncate(track_width, overflow="ellipsis")
+        row = track + _text(" " * (track_width - track.cell_len) + f" {marker} ")
         for (_, column_width, right), cell in zip(columns, cells, strict=False):
             cell.truncate(column_width, overflow="ellipsis")
             padding = " " * (column_width - cell.cell_len)
@@ -576,22 +582,22 @@ def exercise_list(exercises: Sequence[Exercise], state: State, workspace: Path |
     heading = [_text(name, style="bold") for name, _, _ in columns]
     if title_width:
         heading.append(_text("Title", style="bold"))
-    out.print(line(heading), no_wrap=True, crop=True)
+    out.print(line(_text("Track", style="bold"), heading), no_wrap=True, crop=True)
     passed = 0
     track: str | None = "none yet"
     for exercise in exercises:
+        shown_track = _text()
         if exercise.track != track:
             track = exercise.track
-            title = TRACKS.get(track, OTHER_TRACK) if track is not None else OTHER_TRACK
-            out.print(_text(title, style="bold cyan"), no_wrap=True, crop=True)
+            shown_track = _text(track or OTHER_TRACK, style="bold cyan")
         progress = state.exercises.get(exercise.id, Progress())
         passed += progress.passed
         status = (
             _text("passed", style="green")
             if progress.passed
-            else _text("in progress", style="yellow")
+            else _text("started", style="yellow")
             if progress.started
-            else _text("not started", style="dim")
+            else _text("–", style="dim")
         )
         quiz = (
             f"{progress.quiz_best}/{progress.quiz_total}" if progress.quiz_best is not None else "–"
@@ -602,20 +608,20 @@ def exercise_list(exercises: Sequence[Exercise], state: State, workspace: Path |
             status,
             _text(f"{progress.hints_shown}/{len(exercise.hints)}"),
             _text(quiz),
+            _text("seen", style="yellow") if progress.solution_seen else _text("–", style="dim"),
             _text(_best_interview(progress.best_interview)),
         ][: len(columns)]
         cells.append(_text(exercise.title, style="dim"))
         marker = "→" if state.current == exercise.id else " "
-        out.print(line(cells, marker), no_wrap=True, crop=True)
-    out.print(f"{passed} of {len(exercises)} passed.")
-    if workspace is None:
-        out.print("[dim]No workspace here or in the folders above: `trainer start` makes one.[/]")
+        out.print(line(shown_track, cells, marker), no_wrap=True, crop=True)
+    footer = f"{passed} of {len(exercises)} passed."
+    if workspace is None and exercises:
+        footer += f" No workspace yet: [bold]trainer next[/] makes one, starting {exercises[0].id}."
+    elif state.current is None and exercises:
+        footer += f" Begin with [bold]trainer next[/] ({exercises[0].id})."
     if state.interview is not None:
-        out.print(f"Interview under way on [bold]{state.interview.exercise}[/].")
-    if state.current is None and exercises:
-        out.print(
-            f"Begin with [bold]trainer start {exercises[0].id}[/] (or [bold]trainer next[/])."
-        )
+        footer += f" Interview under way on [bold]{state.interview.exercise}[/]."
+    out.print(footer)
 
 
 def _clock(seconds: float) -> str:
