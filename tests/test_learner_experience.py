@@ -74,7 +74,7 @@ def test_every_not_found_message_names_the_workspace_path(
     monkeypatch.delenv("TRAINER_WORKSPACE")
     expected = str(tmp_path / "trainer-workspace")
     listing = run_cli("list")
-    assert "No workspace here or in the folders above" in listing.stdout
+    assert "No workspace here or above: trainer next makes one." in listing.stdout
     missing = run_cli("hint")
     assert missing.exit_code == 2
     assert f"no workspace at {expected}" in missing.stderr

@@ -616,7 +616,7 @@ def exercise_list(exercises: Sequence[Exercise], state: State, workspace: Path |
         out.print(line(shown_track, cells, marker), no_wrap=True, crop=True)
     footer = f"{passed} of {len(exercises)} passed."
     if workspace is None and exercises:
-        footer += f" No workspace yet: [bold]trainer next[/] makes one, starting {exercises[0].id}."
+        footer += " No workspace here or above: [bold]trainer next[/] makes one."
     elif state.current is None and exercises:
         footer += f" Begin with [bold]trainer next[/] ({exercises[0].id})."
     if state.interview is not None:
