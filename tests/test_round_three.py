@@ -422,3 +422,16 @@ def test_list_fits_a_40_row_screen_names_the_track_ids_and_shows_a_seen_solution
     relu = next(line for line in lines if " relu " in line)
     assert "seen" in relu.split()  # the solution was looked at
     assert "seen" not in next(line for line in lines if " sigmoid " in line).split()
+
+
+# 9. Times stated with the load they were measured under
+
+
+def test_the_readme_states_test_and_validate_times_with_the_machines_load():
+    readme = (REPO / "README.md").read_text()
+    development = readme[readme.index("## Development") :]
+    figures = development[: development.index("pytest-xdist")]
+    assert "load average" in figures and "make test" in figures
+    assert "trainer validate" in figures
+    adding = readme[readme.index("## Adding an exercise") : readme.index("## Development")]
+    assert "load average" in adding  # beside the whole catalogue's validate time
