@@ -207,7 +207,7 @@ def test_list_shows_every_exercise_with_difficulty_and_status():
     assert result.exit_code == 0
     for exercise in CATALOG.all:
         assert exercise.id in result.stdout
-    assert "in progress" in result.stdout
+    assert "started" in result.stdout
     assert f"0 of {len(CATALOG.all)} passed" in result.stdout
 
 

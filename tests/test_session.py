@@ -135,7 +135,8 @@ def test_an_interview_counts_checks_and_hints_and_ends_on_a_pass(isolated_worksp
     assert summary.startswith("✘") and summary.endswith("Interview: 29:00 left.")
     run_cli("hint")
     clock.now += 125
-    (isolated_workspace / "sigmoid.py").write_text((REPO / "solutions" / "sigmoid.py").read_text())
+    interview_file = isolated_workspace / "interview" / "sigmoid.py"
+    interview_file.write_text((REPO / "solutions" / "sigmoid.py").read_text())
     passing = run_cli("check")
     assert passing.exit_code == 0
     assert "Interview on sigmoid: passed" in passing.stdout
@@ -179,12 +180,12 @@ def test_an_interview_without_an_id_picks_an_exercise_not_yet_passed(isolated_wo
     assert chosen in CATALOG.ids()
 
 
-def test_an_interview_keeps_an_edited_scratch_file_as_a_backup(isolated_workspace, clock):
+def test_an_interview_leaves_an_edited_scratch_file_as_it_is(isolated_workspace, clock):
     run_cli("start", "sigmoid")
     (isolated_workspace / "sigmoid.py").write_text("# practice run\n")
     run_cli("interview", "sigmoid")
-    (backup,) = (isolated_workspace / ".backups").glob("sigmoid-*.py")
-    assert backup.read_text() == "# practice run\n"
+    assert (isolated_workspace / "sigmoid.py").read_text() == "# practice run\n"
+    assert not (isolated_workspace / ".backups").exists()
 
 
 def _increment_checks(workspace: str, times: int) -> None:

@@ -95,7 +95,7 @@ CASES = {
     "solution": Case(("solution", "sigmoid"), r"Good call", keys=((r"\[y/N\]", "\n"),)),
     "reset": Case(("reset", "--all"), r"Nothing was reset", keys=((r"\[y/N\]", "n\n"),)),
     "interview": Case(("interview", "relu", "--minutes", "5"), r"Interview started"),
-    "interview-stop": Case(("interview", "--stop"), r"Quiz score", prepare=_interview),
+    "interview-stop": Case(("interview", "--stop"), r"Hints used", prepare=_interview),
     "new": Case(("new", "quadruple", "--root", "more"), r"validate this exercise"),
     "classroom-init": Case(("classroom", "init", "sigmoid", "--dir", "."), r"points? in all"),
     "wheel": Case(("wheel", "--dir", "dist"), r"Install it with: pip install"),

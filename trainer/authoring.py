@@ -31,6 +31,7 @@ class VariantResult:
     variant: WrongVariant
     failed_at: str | None  # the first failing stage; None when it passed
     mistake: str | None
+    missing: Path | None = None  # the declared file, where there is none
 
     @property
     def ok(self) -> bool:
@@ -39,6 +40,8 @@ class VariantResult:
         )
 
     def describe(self) -> str:
+        if self.missing is not None:
+            return f"{self.variant.file}: no such file: {_shown(self.missing)} (wrong_variants)"
         want = self.variant.fails_at + (f"/{self.variant.mistake}" if self.variant.mistake else "")
         got = (
             "passed"
@@ -67,8 +70,28 @@ class Validation:
 
     @property
     def problems(self) -> list[str]:
-        found = [p for p in (self.schema, self.stub, self.solution) if p]
-        return found + [v.describe() for v in self.variants if not v.ok]
+        """Every problem, each once. The schema's are one per line. When the spec itself
+        stops every check (a reference that fails to run), the stub's and the solution's
+        checks say so alike, and the wrong variants' errors are its knock-ons: said once."""
+        found = [line for p in (self.schema, self.stub, self.solution) for line in p.splitlines()]
+        spec_broken = any(p.startswith(COULD_NOT_RUN) for p in (self.stub, self.solution))
+        found += [
+            v.describe()
+            for v in self.variants
+            if not v.ok and not (spec_broken and v.failed_at == "error")
+        ]
+        return list(dict.fromkeys(found))
+
+
+COULD_NOT_RUN = "the check could not run: "
+
+
+def _shown(path: Path) -> str:
+    """A path from the working folder when it is below it, else whole."""
+    try:
+        return str(path.absolute().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def _first_failure(report: CheckReport) -> tuple[str | None, str | None, str]:
@@ -201,7 +224,7 @@ def validate(
             for declared in exercise.wrong_variants:
                 file = wrong_variant_path(exercise, declared.file)
                 if not file.is_file():
-                    result.variants.append(VariantResult(declared, "missing file", None))
+                    result.variants.append(VariantResult(declared, "missing file", None, file))
                     continue
                 checks.append((result, "variant", exercise, file, declared))
 
@@ -248,7 +271,7 @@ def validate(
                 try:
                     report = futures[index].result()
                 except TrainerError as error:
-                    message = f"the check could not run: {error.message}"
+                    message = f"{COULD_NOT_RUN}{error.message}"
                     if kind == "variant" and variant is not None:
                         result.variants.append(VariantResult(variant, "error", None))
                     elif kind == "stub":

@@ -131,6 +131,23 @@ class Catalog:
             raise SpecError(f"{self.display_name(exercise.source)}: {problems[exercise.id]}")
         return catalogue_order(exercises)
 
+    def loadable(self) -> tuple[list[Exercise], list[str]]:
+        """The exercises that load, in the order of :attr:`all`, and what is wrong with
+        each of the others, its path named from the working folder (``trainer list``
+        shows what it can)."""
+        exercises: list[Exercise] = []
+        broken: list[str] = []
+        for path in self.spec_paths():
+            try:
+                exercises.append(load_exercise(path, from_here(path)))
+            except SpecError as error:
+                broken.append(error.message)
+        problems = requires_problems(exercises)
+        broken += [
+            f"{from_here(e.source)}: {problems[e.id]}" for e in exercises if e.id in problems
+        ]
+        return catalogue_order([e for e in exercises if e.id not in problems]), broken
+
     def solution_path(self, exercise: Exercise) -> Path:
         return solution_path(exercise)
 
@@ -139,7 +156,8 @@ class Catalog:
 
     def unknown(self, exercise_id: str) -> UnknownExerciseError:
         ids = self.ids()
-        close = difflib.get_close_matches(exercise_id, ids, n=1, cutoff=0.5)
+        # 0.6, difflib's own threshold: "batch_nrm" suggests batch_norm, "nope" nothing.
+        close = difflib.get_close_matches(exercise_id, ids, n=1, cutoff=0.6)
         suggestion = f" Did you mean `{close[0]}`?" if close else ""
         return UnknownExerciseError(
             f"no exercise called `{exercise_id}` in {self.where()}.{suggestion} "
@@ -155,6 +173,15 @@ class Catalog:
             for root in self.roots
         ]
         return places[0] if len(places) == 1 else ", ".join(places[:-1]) + " and " + places[-1]
+
+
+def from_here(path: Path) -> str:
+    """``path`` as the user would type it from the working folder: relative when it is
+    below it, else absolute."""
+    try:
+        return str(path.absolute().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path.absolute())
 
 
 def track_rank(exercise: Exercise) -> int:

@@ -30,7 +30,7 @@ from trainer.commands.common import (
     SharedOptions,
     WorkspaceOption,
 )
-from trainer.errors import ExitCode, SpecFieldError, TrainerError
+from trainer.errors import SPEC_ADVICE, ExitCode, SpecFieldError, TrainerError
 
 # Where each command is defined, in the order `trainer --help` lists them. A test
 # holds each module to defining exactly its command (or a group of its own subcommands,
@@ -58,8 +58,6 @@ COMMAND_MODULES = {
     "classroom": "trainer.commands.classroom",
     "wheel": "trainer.commands.wheel",
 }
-
-SPEC_ADVICE = "Fix that field of the spec; docs/spec-format.md describes every field."
 
 
 @functools.cache

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainer.spec import Exercise, QuizQuestion, SharedQuiz
+from trainer.spec import Exercise, QuizQuestion, SharedQuiz, reflow
 from trainer.state import Progress, State
 
 if TYPE_CHECKING:
@@ -105,11 +105,13 @@ _BLOCK = re.compile(r"^\s*([-*+] |\d+\. |#|```|>|\|)", re.MULTILINE)
 
 def markdown(text: str) -> RenderableType:
     """Markdown for the console. A single paragraph (a hint) is rendered here,
-    without importing a Markdown parser: `hint` must start fast."""
+    without importing a Markdown parser: `hint` must start fast. Either way the
+    paragraphs are reflowed to the terminal's width."""
     if _BLOCK.search(text) or "\n\n" in text.strip():
         from rich.markdown import Markdown
 
         return Markdown(text)
+    text = reflow(text)
     rendered = _text()
     position = 0
     for match in _INLINE.finditer(text):
@@ -131,12 +133,12 @@ def is_interactive() -> bool:
 
 
 def error(message: str) -> None:
-    # soft_wrap: one line, whatever the width, so it can be grepped and copied.
-    err.print(_text("error: ", style="bold red") + _text(message), soft_wrap=True)
+    # On a terminal, wrapped on words at its width; piped, one line, to grep and copy.
+    err.print(_text("error: ", style="bold red") + _text(message), soft_wrap=not err.is_terminal)
 
 
 def notice(message: str) -> None:
-    err.print(_text("note: ", style="bold yellow") + _text(message), soft_wrap=True)
+    err.print(_text("note: ", style="bold yellow") + _text(message), soft_wrap=not err.is_terminal)
 
 
 def print_json(document: str) -> None:
@@ -242,8 +244,12 @@ def check_report(
     watching: bool = False,
     verbose: bool = False,
     show_output: bool = False,
+    output_file: Path | None = None,
+    summary: bool = True,
 ) -> None:
-    """The verdict of every stage, then what failed, then one summary line.
+    """The verdict of every stage, then what failed, then one summary line (unless
+    ``summary`` is False: a caller that draws pictures says it last, with
+    :func:`check_summary`).
 
     A pass (or ``verbose``) is one table with every stage's words. A failure is made
     to fit a screen: a table of one line per stage, then each failure below it at the
@@ -280,8 +286,20 @@ def check_report(
             + _protection(report.protection)
             + _text(PROTECTION_ADVICE, style="dim")
         )
+    _printed(report, report.first_failure, show_output, output_file)
+    if summary:
+        check_summary(report, exercise, interview_left, watching)
+
+
+def check_summary(
+    report: CheckReport,
+    exercise: Exercise,
+    interview_left: float | None = None,
+    watching: bool = False,
+) -> None:
+    """The one line that ends a check's report: the verdict and what to do next."""
+    file_name = Path(report.file).name
     failure = report.first_failure
-    _printed(report, failure, show_output)
     clock = (
         f" [bold magenta]Interview: {_clock(interview_left)} left.[/]"
         if interview_left is not None
@@ -303,10 +321,73 @@ def check_report(
         )
 
 
-def _printed(report: CheckReport, failure: StageResult | None, show_output: bool) -> None:
+# `check --show-output` shows this much of the output in the terminal; longer output is
+# shown by its first and last lines, and is whole in the output file whose path is given.
+SHOWN_OUTPUT_LINES = 200
+SHOWN_OUTPUT_ENDS = 20
+
+
+def _size(size: int) -> str:
+    for unit in ("bytes", "kB", "MB"):
+        if size < 1000 or unit == "MB":
+            return f"{size:,} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
+        size /= 1000  # type: ignore[assignment]
+    return f"{size} MB"
+
+
+def _all_output(report: CheckReport, output_file: Path) -> None:
+    """Everything the code printed, from its first line (import time included): in full
+    when it is short, else its first and last lines and the file that holds all of it."""
+    try:
+        size = output_file.stat().st_size
+        with output_file.open("rb") as stream:
+            head = [stream.readline() for _ in range(SHOWN_OUTPUT_LINES + 1)]
+    except OSError:
+        size, head = 0, []
+    head = [line for line in head if line]
+    count = plural(report.output_lines, "line")
+    where = _link(output_file)
+    if not size:
+        out.print("[dim]Your code printed nothing.[/]")
+        return
+    lines = [line.decode("utf-8", "replace").rstrip("\n") for line in head]
+    if len(lines) <= SHOWN_OUTPUT_LINES:
+        title = f"your code printed {count} ({_size(size)}), all of it"
+        out.print(_panel(_text("\n".join(lines)), title=title, expand=False))
+        out.print(f"[dim]It is also in[/] {where}")
+        return
+    tail = _last_lines(output_file, SHOWN_OUTPUT_ENDS)
+    left_out = report.output_lines - 2 * SHOWN_OUTPUT_ENDS
+    body = _text("\n".join(lines[:SHOWN_OUTPUT_ENDS]))
+    body.append(f"\n… {plural(left_out, 'line')} not shown here …\n", style="dim")
+    body.append("\n".join(tail))
+    title = f"your code printed {count} ({_size(size)}): the first and last {SHOWN_OUTPUT_ENDS}"
+    out.print(_panel(body, title=title, expand=False))
+    out.print(f"All {count} are in [bold]{where}[/]; to page them: less {_relative(output_file)}")
+
+
+def _last_lines(path: Path, count: int) -> list[str]:
+    """The last ``count`` lines of a file, reading only its end."""
+    with path.open("rb") as stream:
+        stream.seek(0, 2)
+        end = stream.tell()
+        stream.seek(max(end - 64 * 1024, 0))
+        text = stream.read().decode("utf-8", "replace")
+    return text.rstrip("\n").split("\n")[-count:]
+
+
+def _printed(
+    report: CheckReport,
+    failure: StageResult | None,
+    show_output: bool,
+    output_file: Path | None = None,
+) -> None:
     """What the learner's code printed: all of it when asked; else, on a failure, what it
     printed during the failing stage; on a pass, only that something was printed."""
     count = plural(report.output_lines, "line")
+    if show_output and output_file is not None:
+        _all_output(report, output_file)
+        return
     if show_output and report.output.strip():
         out.print(
             _panel(_text(report.output.rstrip()), title=f"your code printed {count}", expand=False)
@@ -391,8 +472,8 @@ def _plain_box(title: str, body: str) -> str:
     plain = _INLINE.sub(lambda m: next(g for g in m.groups() if g is not None), body)
     width = max(min(shutil.get_terminal_size((80, 24)).columns, 100), 30)
     lines = []
-    for paragraph in plain.split("\n"):
-        lines += textwrap.wrap(paragraph, width - 4) or [""]
+    for paragraph in reflow(plain).split("\n"):
+        lines += textwrap.wrap(paragraph, width - 4, break_on_hyphens=False) or [""]
     inner = max((len(line) for line in lines), default=0)
     inner = max(inner, len(title) + 2)
     bold = "\x1b[1m" if sys.stdout.isatty() else ""
@@ -457,32 +538,38 @@ def quiz_score(exercise: Exercise | SharedQuiz, score: int, total: int, best: in
 
 
 def exercise_list(exercises: Sequence[Exercise], state: State, workspace: Path | None) -> None:
-    """One line per exercise, under the heading of its track.
+    """One line per exercise, its track's id (what `trainer next -t` takes) on the first
+    line of each track; the footer is one line, so that the catalogue fits a 40-row
+    screen.
 
-    Columns are dropped as the terminal narrows (title first, then interview, quiz
-    and hints), so that no line wraps: at 80 columns every column but the title fits.
+    Columns are dropped as the terminal narrows (title first, then the best timed
+    interview, whether the solution was seen, quiz and hints), so that no line wraps:
+    at 80 columns every column but the title fits.
     """
-    from trainer.spec import OTHER_TRACK, TRACKS
+    from trainer.spec import OTHER_TRACK
 
     width = out.width
     id_width = max([len("Exercise"), *(len(e.id) for e in exercises)])
+    track_width = max([len("Track"), *(len(e.track or OTHER_TRACK) for e in exercises)])
     # name, width, right-aligned; in the order they are dropped (last first).
     columns = [
         ("Exercise", id_width, False),
         ("Level", 6, False),
-        ("Status", 11, False),
+        ("Status", 7, False),
         ("Hints", 5, True),
         ("Quiz", 5, True),
-        ("Interview", 9, True),
+        ("Sol.", 4, False),
+        ("Timed", 7, True),
     ]
-    fixed = 3  # the current-exercise marker and its space
-    while fixed + sum(w + 2 for _, w, _ in columns) > width and len(columns) > 3:
+    fixed = track_width + 3  # the track, then the current-exercise marker and its space
+    while fixed + sum(w + 2 for _, w, _ in columns) - 2 > width and len(columns) > 3:
         columns.pop()
     used = fixed + sum(w + 2 for _, w, _ in columns)
     title_width = width - used if width - used >= 24 else 0
 
-    def line(cells: list[Text], marker: str = " ") -> Text:
-        row = _text(f" {marker} ")
+    def line(track: Text, cells: list[Text], marker: str = " ") -> Text:
+        track.truncate(track_width, overflow="ellipsis")
+        row = track + _text(" " * (track_width - track.cell_len) + f" {marker} ")
         for (_, column_width, right), cell in zip(columns, cells, strict=False):
             cell.truncate(column_width, overflow="ellipsis")
             padding = " " * (column_width - cell.cell_len)
@@ -498,22 +585,22 @@ def exercise_list(exercises: Sequence[Exercise], state: State, workspace: Path |
     heading = [_text(name, style="bold") for name, _, _ in columns]
     if title_width:
         heading.append(_text("Title", style="bold"))
-    out.print(line(heading), no_wrap=True, crop=True)
+    out.print(line(_text("Track", style="bold"), heading), no_wrap=True, crop=True)
     passed = 0
     track: str | None = "none yet"
     for exercise in exercises:
+        shown_track = _text()
         if exercise.track != track:
             track = exercise.track
-            title = TRACKS.get(track, OTHER_TRACK) if track is not None else OTHER_TRACK
-            out.print(_text(title, style="bold cyan"), no_wrap=True, crop=True)
+            shown_track = _text(track or OTHER_TRACK, style="bold cyan")
         progress = state.exercises.get(exercise.id, Progress())
         passed += progress.passed
         status = (
             _text("passed", style="green")
             if progress.passed
-            else _text("in progress", style="yellow")
+            else _text("started", style="yellow")
             if progress.started
-            else _text("not started", style="dim")
+            else _text("–", style="dim")
         )
         quiz = (
             f"{progress.quiz_best}/{progress.quiz_total}" if progress.quiz_best is not None else "–"
@@ -524,20 +611,20 @@ def exercise_list(exercises: Sequence[Exercise], state: State, workspace: Path |
             status,
             _text(f"{progress.hints_shown}/{len(exercise.hints)}"),
             _text(quiz),
+            _text("seen", style="yellow") if progress.solution_seen else _text("–", style="dim"),
             _text(_best_interview(progress.best_interview)),
         ][: len(columns)]
         cells.append(_text(exercise.title, style="dim"))
         marker = "→" if state.current == exercise.id else " "
-        out.print(line(cells, marker), no_wrap=True, crop=True)
-    out.print(f"{passed} of {len(exercises)} passed.")
-    if workspace is None:
-        out.print("[dim]No workspace here or in the folders above: `trainer start` makes one.[/]")
+        out.print(line(shown_track, cells, marker), no_wrap=True, crop=True)
+    footer = f"{passed} of {len(exercises)} passed."
+    if workspace is None and exercises:
+        footer += " No workspace here or above: [bold]trainer next[/] makes one."
+    elif state.current is None and exercises:
+        footer += f" Begin with [bold]trainer next[/] ({exercises[0].id})."
     if state.interview is not None:
-        out.print(f"Interview under way on [bold]{state.interview.exercise}[/].")
-    if state.current is None and exercises:
-        out.print(
-            f"Begin with [bold]trainer start {exercises[0].id}[/] (or [bold]trainer next[/])."
-        )
+        footer += f" Interview under way on [bold]{state.interview.exercise}[/]."
+    out.print(footer)
 
 
 def stats(numbers: Stats) -> None:
@@ -788,7 +875,6 @@ def interview_summary(summary: InterviewSummary) -> None:
     table.add_row("Time taken", f"{_clock(summary.seconds)} of {_clock(summary.minutes * 60)}")
     table.add_row("Checks run", str(summary.checks))
     table.add_row("Hints used", str(summary.hints))
-    table.add_row("Quiz score", summary.quiz)
     out.print(table)
 
 
@@ -818,14 +904,14 @@ def progress(label: str, total: int | None) -> Iterator[Callable[[], None]]:
 
 
 def validation_table(results: Sequence[Validation]) -> None:
-    table = _table(title="Validation", show_lines=True)
-    table.add_column("Spec", no_wrap=True)
-    table.add_column("Schema")
-    table.add_column("Stub fails")
-    table.add_column("Solution passes")
-    table.add_column("Wrong variants")
-    table.add_column("Content")
-    table.add_column("Problems", ratio=1)
+    """A narrow table of marks, one row per spec, then each spec's problems one per line
+    below it at the terminal's full width: every word shows at 80 and at 60 columns."""
+    from rich import box
+
+    table = _table(title="Validation", box=box.SIMPLE_HEAD, pad_edge=False)
+    table.add_column("Spec", overflow="fold")
+    for name in ("Schema", "Stub", "Solution", "Wrong", "Content"):
+        table.add_column(name, no_wrap=True, justify="center")
 
     def mark(ok: bool) -> Text:
         return _text("✔", style="green") if ok else _text("✘", style="bold red")
@@ -834,7 +920,7 @@ def validation_table(results: Sequence[Validation]) -> None:
         right = sum(v.ok for v in result.variants)
         loaded = not result.schema
         table.add_row(
-            result.spec,
+            result.exercise_id or Path(result.spec).stem,
             mark(loaded),
             mark(not result.stub) if loaded else _text("–"),
             mark(not result.solution) if loaded else _text("–"),
@@ -847,9 +933,20 @@ def validation_table(results: Sequence[Validation]) -> None:
             _text(f"⚠ {len(result.warnings)}", style="yellow")
             if result.warnings
             else (_text("✔", style="green") if loaded else _text("–")),
-            _text("\n".join(result.problems)),
         )
     out.print(table)
+    out.print(
+        _text(
+            "Stub: the untouched stub fails; Solution: the reference solution passes; "
+            "Wrong: the wrong variants that fail where declared; Content: warnings.",
+            style="dim",
+        )
+    )
+    for result in results:
+        if result.problems:
+            out.print(_text(f"✘ {result.spec}", style="bold red"))
+            for problem in result.problems:
+                _bullet(problem.removeprefix(f"{result.spec}: "))
     warned = [(r.spec, w) for r in results for w in r.warnings]
     for spec, warning in warned:
         out.print(_text(f"⚠ {spec}: {warning}", style="yellow"))
@@ -857,7 +954,7 @@ def validation_table(results: Sequence[Validation]) -> None:
     if bad:
         out.print(
             f"[bold red]✘ {len(bad)} of {plural(len(results), 'spec')} "
-            f"{'falls' if len(bad) == 1 else 'fall'} short.[/] Fix what the table says, then "
+            f"{'falls' if len(bad) == 1 else 'fall'} short.[/] Fix what is listed above, then "
             "run [bold]trainer validate[/] again."
         )
     else:
@@ -869,6 +966,17 @@ def validation_table(results: Sequence[Validation]) -> None:
             f"[yellow]⚠ {count} content warning{'s' * (count != 1)}[/] (they do not fail "
             "validation): the rules are in docs/spec-format.md, under Content rules."
         )
+
+
+def _bullet(text: str, indent: int = 2) -> None:
+    """``text`` after a bullet, wrapped on words with a hanging indent."""
+    from rich.table import Table
+
+    row = Table.grid(padding=(0, 1, 0, 0))
+    row.add_column(no_wrap=True)
+    row.add_column(ratio=1)
+    row.add_row(" " * indent + "•", _text(text))
+    out.print(row)
 
 
 def scaffolded(exercise_id: str, files: Sequence[Path], root: Path) -> None:

@@ -23,6 +23,10 @@ class ExitCode(IntEnum):
         return cls.OK if passed else cls.CHECKS_FAILED
 
 
+# What to do about a broken spec: said after its file and field.
+SPEC_ADVICE = "Fix that field of the spec; docs/spec-format.md describes every field."
+
+
 class TrainerError(Exception):
     """A problem the user can fix; the message ends with what to do next."""
 
@@ -39,6 +43,14 @@ class SpecError(TrainerError):
 
 class SpecFieldError(SpecError):
     """A field of a spec file is wrong: ``<file>: <field>: <problem>``."""
+
+
+class SpecProblems(SpecFieldError):
+    """Several fields of one spec are wrong: every problem, each once, one per line."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = list(dict.fromkeys(problems))
+        super().__init__("\n".join(self.problems))
 
 
 class UnknownExerciseError(TrainerError):

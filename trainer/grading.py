@@ -23,7 +23,7 @@ from trainer.errors import TrainerError
 from trainer.flags import Flag, copy_flags, not_run, placement_flags
 from trainer.gradebook import Grade, Gradebook, error_grade, grade_of
 from trainer.spec import Exercise
-from trainer.workspace import scratch_text
+from trainer.workspace import stub_texts
 
 T = TypeVar("T")
 
@@ -81,7 +81,7 @@ def class_flags(exercise: Exercise, submissions: Sequence[Submission]) -> list[l
     except (OSError, UnicodeDecodeError):
         reference = None
     names = [str(s.path) for s in submissions]
-    stubs = (scratch_text(exercise), exercise.stub)
+    stubs = stub_texts(exercise)
     for index, found in copy_flags(texts, names, reference, stubs).items():
         flags[index] += found
     return flags

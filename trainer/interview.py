@@ -32,7 +32,6 @@ class InterviewSummary:
     minutes: float
     checks: int
     hints: int
-    quiz: str  # "3/4", or "not taken"
 
     @property
     def passed(self) -> bool:
@@ -132,11 +131,6 @@ def _finish(state: State, reason: str) -> InterviewSummary:
     assert interview is not None
     progress = state.progress(interview.exercise)
     elapsed = min(CLOCK() - interview.started_at, interview.minutes * 60)
-    quiz = (
-        f"{progress.quiz_best}/{progress.quiz_total}"
-        if progress.quiz_best is not None
-        else "not taken"
-    )
     summary = InterviewSummary(
         exercise=interview.exercise,
         reason=reason,
@@ -144,7 +138,6 @@ def _finish(state: State, reason: str) -> InterviewSummary:
         minutes=interview.minutes,
         checks=interview.checks,
         hints=max(progress.hints_shown - interview.hints_at_start, 0),
-        quiz=quiz,
     )
     best = progress.best_interview
     if summary.passed and (not best or not best.get("passed") or summary.seconds < best["seconds"]):

@@ -7,6 +7,8 @@ author can fix it without reading a traceback. The format is documented in
 
 from __future__ import annotations
 
+import difflib
+import functools
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -16,7 +18,7 @@ from typing import Any, Literal, TypeVar, cast
 
 import yaml
 
-from trainer.errors import SpecError, SpecFieldError
+from trainer.errors import SpecError, SpecFieldError, SpecProblems
 from trainer.vocabulary import FUNCTION_API, MISTAKE_IDS, STAGE_BY_ID, STAGE_IDS, stages_for
 
 FORMAT_VERSION = 1
@@ -202,6 +204,37 @@ class Exercise:
 
 T = TypeVar("T")
 
+_BLOCK_START = re.compile(r"([-*+] |\d+\. |#|>|\|)")
+
+
+def reflow(text: str) -> str:
+    """Prose from a spec with its hard line breaks taken out, for the reader to wrap at
+    its own width: the lines of a paragraph, or of a list item, become one line.
+    Blank lines, the start of a list item, a heading, a quote or a table row, lines
+    indented as code (4 spaces or more) and fenced code keep their breaks."""
+    lines: list[str] = []
+    fenced = False
+    for line in text.strip("\n").split("\n"):
+        stripped = line.strip()
+        if stripped.startswith("```"):
+            fenced = not fenced
+            lines.append(line)
+            continue
+        previous = lines[-1].strip() if lines else ""
+        joins = (
+            not fenced
+            and stripped
+            and previous
+            and not previous.startswith(("```", "#", "|"))
+            and not _BLOCK_START.match(stripped)
+            and len(line) - len(line.lstrip()) < 4
+        )
+        if joins:
+            lines[-1] = lines[-1].rstrip() + " " + stripped
+        else:
+            lines.append(line)
+    return "\n".join(lines)
+
 
 class _Node:
     """A value inside a spec together with where it came from, for error messages."""
@@ -219,25 +252,51 @@ class _Node:
         if isinstance(key, int):
             path = f"{self.path}[{key}]"
         else:
-            path = f"{self.path}.{key}" if self.path else key
+            # A key as written when it is a plain name; else quoted (a key with a line
+            # break must not break the one line its problem is reported on).
+            shown = key if re.fullmatch(r"[\w-]+", key) else repr(key)
+            path = f"{self.path}.{shown}" if self.path else shown
         container = self.value
         if isinstance(key, int):
             return _Node(cast(Sequence[object], container)[key], self.file, path)
         return _Node(cast(Mapping[str, object], container).get(key), self.file, path)
 
     def mapping(self, required: Sequence[str], optional: Sequence[str] = ()) -> _Node:
+        """Check the keys: every problem at once, each once. An unknown key close to a
+        known one is a typo: it is named with a did-you-mean, and the field it stands
+        for is not also said to be missing."""
         if not isinstance(self.value, dict):
             raise self.fail(f"expected a mapping, got {_describe(self.value)}")
         for key in self.value:
             if not isinstance(key, str):
                 raise self.fail(f"keys must be text, got {key!r}")
-        for key in required:
-            if key not in self.value:
-                raise self.child(key).fail("is required but missing")
-        unknown = sorted(set(self.value) - set(required) - set(optional))
-        if unknown:
-            known = ", ".join(sorted([*required, *optional]))
-            raise self.child(unknown[0]).fail(f"is not a known field (known: {known})")
+        known = [*required, *optional]
+        problems: list[str] = []
+        meant: set[str] = set()
+        for key in sorted(set(self.value) - set(known)):
+            close = difflib.get_close_matches(key, [k for k in known if k not in self.value], 1)
+            if close:
+                meant.add(close[0])
+                problems.append(
+                    self.child(key)
+                    .fail(f"is not a known field; did you mean `{close[0]}`?")
+                    .message
+                )
+            else:
+                listed = ", ".join(sorted(known))
+                problems.append(
+                    self.child(key).fail(f"is not a known field (known: {listed})").message
+                )
+        missing = [
+            self.child(key).fail("is required but missing").message
+            for key in required
+            if key not in self.value and key not in meant
+        ]
+        problems = missing + problems
+        if len(problems) == 1:
+            raise SpecFieldError(problems[0])
+        if problems:
+            raise SpecProblems(problems)
         return self
 
     def has(self, key: str) -> bool:
@@ -600,8 +659,60 @@ def _requires(node: _Node, exercise_id: str) -> tuple[str, ...]:
     return tuple(ids)
 
 
+class _Collect:
+    """Reads a spec's fields one by one, keeping every problem instead of stopping at the
+    first, so that an author sees them all at once (each once)."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+
+    def __call__(self, read: Callable[[], T], default: T) -> T:
+        try:
+            return read()
+        except SpecProblems as error:
+            self.problems += error.problems
+        except SpecFieldError as error:
+            self.problems.append(error.message)
+        return default
+
+    def each(self, node: _Node, read: Callable[[_Node], T], min_items: int = 0) -> list[T] | None:
+        """Every item of a list read on its own; None when the list or any item is wrong."""
+        items = self(lambda: node.items(min_items=min_items), None)
+        if items is None:
+            return None
+        before = len(self.problems)
+        values = [self(functools.partial(read, item), None) for item in items]
+        if len(self.problems) > before:
+            return None
+        return cast(list[T], values)
+
+
+def _parameters(node: _Node, collect: _Collect) -> tuple[Param, ...] | None:
+    read = collect.each(node, _parameter, min_items=1)
+    if read is None:
+        return None
+    params = tuple(read)
+
+    def names() -> None:
+        names = [p.name for p in params]
+        for index, name in enumerate(names):
+            if name in names[:index]:
+                raise node.child(index).child("name").fail(f"{name!r} is used twice")
+            if name in ("ctx", "torch", "F", "math"):
+                raise node.child(index).child("name").fail(f"{name!r} is a reserved name")
+        if not any(isinstance(p, TensorParam) and p.requires_grad for p in params):
+            raise node.fail("needs at least one tensor that requires grad")
+
+    before = len(collect.problems)
+    collect(names, None)
+    return params if len(collect.problems) == before else None
+
+
 def exercise_from_mapping(data: object, file: str, source: Path | None = None) -> Exercise:
-    """Validate ``data`` (a parsed YAML document) into an :class:`Exercise`."""
+    """Validate ``data`` (a parsed YAML document) into an :class:`Exercise`. Every
+    problem is reported at once (:class:`SpecProblems`), each once; one alone is a
+    :class:`SpecFieldError` as before. A field that depends on a broken one (the
+    cases on the parameters) is not judged, so no problem is a knock-on of another."""
     root = _Node(data, file, "")
     if isinstance(data, dict) and "format_version" in data:
         version = root.child("format_version").integer(minimum=1)
@@ -610,69 +721,101 @@ def exercise_from_mapping(data: object, file: str, source: Path | None = None) -
                 f"{version} is newer than this trainer understands ({FORMAT_VERSION}); "
                 "upgrade the trainer to use this exercise"
             )
-    root.mapping(_FIELDS_REQUIRED, _FIELDS_OPTIONAL)
-    version = root.child("format_version").integer(minimum=1)
+    if not isinstance(data, dict):
+        root.mapping(_FIELDS_REQUIRED, _FIELDS_OPTIONAL)  # raises: not a mapping
+    collect = _Collect()
+    collect(lambda: root.mapping(_FIELDS_REQUIRED, _FIELDS_OPTIONAL), None)
 
-    params_node = root.child("parameters")
-    params = tuple(_parameter(p) for p in params_node.items(min_items=1))
-    names = [p.name for p in params]
-    for index, name in enumerate(names):
-        if name in names[:index]:
-            raise params_node.child(index).child("name").fail(f"{name!r} is used twice")
-        if name in ("ctx", "torch", "F", "math"):
-            raise params_node.child(index).child("name").fail(f"{name!r} is a reserved name")
-    if not any(isinstance(p, TensorParam) and p.requires_grad for p in params):
-        raise params_node.fail("needs at least one tensor that requires grad")
+    def field(key: str, read: Callable[[_Node], Any], default: Any) -> Any:
+        # A missing field was reported by mapping() (or is optional): nothing more to say.
+        return collect(lambda: read(root.child(key)), default) if root.has(key) else default
 
-    hints = tuple(h.text() for h in root.child("hints").items(min_items=3))
-    mistakes = root.optional(
-        "mistakes", lambda n: _mistakes(n, params), cast(dict[str, DeclaredMistake], {})
+    version = field("format_version", lambda n: n.integer(minimum=1), FORMAT_VERSION)
+    params = _parameters(root.child("parameters"), collect) if root.has("parameters") else None
+    hints = field("hints", lambda n: collect.each(n, _Node.text, min_items=3), None)
+    mistakes = (
+        field("mistakes", lambda n: _mistakes(n, params), cast(dict[str, DeclaredMistake], {}))
+        if params is not None
+        else {}
     )
-    quiz = tuple(_question(q) for q in root.child("quiz").items(min_items=3))
-    exercise_id = root.child("id").text(ID_PATTERN, "an id (lower case letters, digits, _)")
+    quiz = field("quiz", lambda n: collect.each(n, _question, min_items=3), None)
+    exercise_id = field(
+        "id", lambda n: n.text(ID_PATTERN, "an id (lower case letters, digits, _)"), ""
+    )
     expected_name = Path(file).stem
-    if source is not None and exercise_id != expected_name:
-        raise root.child("id").fail(f"{exercise_id!r} must match the file name ({expected_name!r})")
+    if source is not None and exercise_id and exercise_id != expected_name:
+        collect.problems.append(
+            root.child("id")
+            .fail(f"{exercise_id!r} must match the file name ({expected_name!r})")
+            .message
+        )
 
+    def with_params(read: Callable[[_Node], Any], default: Any) -> Callable[[_Node], Any]:
+        # Fields read against the parameters are not judged when those are broken.
+        return read if params is not None else (lambda _: default)
+
+    values: dict[str, Any] = {
+        "title": field("title", _Node.text, ""),
+        "difficulty": field("difficulty", lambda n: n.choice(DIFFICULTIES), "easy"),
+        "class_name": field("class_name", lambda n: n.text(IDENTIFIER, "a Python class name"), ""),
+        "statement": field("statement", _Node.text, ""),
+        "outputs": field("outputs", lambda n: n.integer(minimum=1), 1),
+        "reference": field("reference", _python_expression, ""),
+        "cases": field(
+            "cases",
+            with_params(lambda n: collect.each(n, lambda c: _case(c, params or ()), 1), None),
+            None,
+        ),
+        "stub": field("stub", _python_module, ""),
+        "tolerances": field("tolerances", _tolerances, Tolerances()),
+        "wrong_variants": tuple(
+            field(
+                "wrong_variants",
+                lambda n: collect.each(n, lambda v: _wrong_variant(v, list(mistakes))),
+                None,
+            )
+            or ()
+        ),
+        "notes": field("notes", _Node.text, ""),
+        "order": field("order", lambda n: n.integer(minimum=0), 100),
+        "track": field("track", lambda n: n.choice(tuple(TRACKS)), None),
+        "requires": field("requires", lambda n: _requires(n, exercise_id), ()),
+        "stability": tuple(
+            field(
+                "stability",
+                with_params(
+                    lambda n: collect.each(n, lambda p: _stability_probe(p, params or ())), None
+                ),
+                None,
+            )
+            or ()
+        ),
+        "double_backward": field("double_backward", _Node.boolean, False),
+        "expected_gradient": field(
+            "expected_gradient",
+            with_params(lambda n: _expected_gradient(n, params or ()), {}),
+            {},
+        ),
+        "gradcheck": field("gradcheck", _Node.boolean, True),
+        "function_api": field("function_api", _function_api, cast(tuple[str, ...], ())),
+        "weights": field("weights", _weights, {}),
+    }
+    if collect.problems:
+        problems = list(dict.fromkeys(collect.problems))
+        if len(problems) == 1:
+            raise SpecFieldError(problems[0])
+        raise SpecProblems(problems)
+    assert params is not None and hints is not None and quiz is not None
     exercise = Exercise(
         format_version=version,
         id=exercise_id,
-        title=root.child("title").text(),
-        difficulty=root.child("difficulty").choice(DIFFICULTIES),
-        class_name=root.child("class_name").text(IDENTIFIER, "a Python class name"),
-        statement=root.child("statement").text(),
         parameters=params,
-        outputs=root.optional("outputs", lambda n: n.integer(minimum=1), 1),
-        reference=_python_expression(root.child("reference")),
-        cases=tuple(_case(c, params) for c in root.child("cases").items(min_items=1)),
-        stub=_python_module(root.child("stub")),
-        hints=hints,
-        quiz=quiz,
-        tolerances=_tolerances(root.child("tolerances")),
-        wrong_variants=root.optional(
-            "wrong_variants",
-            lambda n: tuple(_wrong_variant(v, list(mistakes)) for v in n.items()),
-            cast(tuple[WrongVariant, ...], ()),
-        ),
+        hints=tuple(hints),
+        quiz=tuple(quiz),
         mistakes=mistakes,
-        notes=root.optional("notes", _Node.text, ""),
-        order=root.optional("order", lambda n: n.integer(minimum=0), 100),
-        track=root.optional("track", lambda n: n.choice(tuple(TRACKS)), None),
-        requires=root.optional("requires", lambda n: _requires(n, exercise_id), ()),
-        stability=root.optional(
-            "stability",
-            lambda n: tuple(_stability_probe(p, params) for p in n.items()),
-            cast(tuple[StabilityProbe, ...], ()),
-        ),
-        double_backward=root.optional("double_backward", _Node.boolean, False),
-        expected_gradient=root.optional(
-            "expected_gradient", lambda n: _expected_gradient(n, params), {}
-        ),
-        gradcheck=root.optional("gradcheck", _Node.boolean, True),
-        function_api=root.optional("function_api", _function_api, cast(tuple[str, ...], ())),
-        weights=root.optional("weights", _weights, {}),
         source=source or Path(file),
         data=cast(dict[str, Any], data),
+        **{**values, "cases": tuple(values["cases"])},
     )
     _check_weights(exercise, root.child("weights"))
     return exercise

@@ -58,7 +58,7 @@ def watch_loop(
             yield_on_timeout=True,
             force_polling=poll,
             poll_delay_ms=200,
-            raise_interrupt=False,
+            raise_interrupt=True,  # Ctrl-C is the caller's: exit 130, no log line
             recursive=False,
         ):
             if changes:
@@ -76,7 +76,7 @@ def watch_loop(
             if path() != watched:
                 break  # watch the new file
         else:
-            return  # the watcher ended (Ctrl-C or stop)
+            return  # the watcher ended (stop)
 
 
 def drain(keys: queue.Queue[str]) -> None:

@@ -16,12 +16,14 @@ from pathlib import Path
 from trainer.errors import WorkspaceError
 from trainer.files import write_atomically
 from trainer.settings import SETTINGS_FILE
-from trainer.spec import Exercise
+from trainer.spec import Exercise, reflow
 from trainer.state import LOCK_FILE, STATE_FILE
 
 WORKSPACE_ENV = "TRAINER_WORKSPACE"
 DEFAULT_WORKSPACE = "trainer-workspace"
 BACKUPS = ".backups"
+# An interview's own files: `interview/EX.py`, so that a solved EX.py is left alone.
+INTERVIEWS = "interview"
 HEADER_WIDTH = 79  # the statement at the top of a scratch file fits an 80-column editor
 # Written once into a new workspace, never over the user's own: a workspace committed to
 # git (a Classroom template's stubs) commits the scratch files and not the bookkeeping.
@@ -33,6 +35,7 @@ GITIGNORE = f"""\
 {STATE_FILE}.broken-*
 {SETTINGS_FILE}
 {BACKUPS}/
+.output/
 """
 
 
@@ -81,14 +84,17 @@ class StartResult:
     backup: Path | None = None
 
 
-def scratch_text(exercise: Exercise) -> str:
+def scratch_text(exercise: Exercise, reflowed: bool = True) -> str:
     """What ``trainer start`` writes: the statement as a comment, then the spec's stub.
 
     A comment (not a docstring) so that no statement text can break the file:
-    the checker loads it as it loads the bare stub.
+    the checker loads it as it loads the bare stub. The statement is reflowed, then
+    wrapped once to fit an 80-column editor (``reflowed=False``: as earlier trainers
+    wrote it, wrapping the spec's own lines again).
     """
     lines = [f"{exercise.id}: {exercise.title}", ""]
-    for line in exercise.statement.strip().splitlines():
+    statement = reflow(exercise.statement) if reflowed else exercise.statement
+    for line in statement.strip().splitlines():
         indent = line[: len(line) - len(line.lstrip())]
         bullet = indent + ("  " if line.lstrip().startswith(("- ", "* ")) else "")
         wrapped = textwrap.wrap(
@@ -107,9 +113,15 @@ def scratch_text(exercise: Exercise) -> str:
     return f"{header}\n\n{exercise.stub}"
 
 
+def stub_texts(exercise: Exercise) -> tuple[str, ...]:
+    """Every text ``trainer start`` has written for the exercise: this trainer's, an
+    earlier one's (the statement wrapped twice) and the bare stub."""
+    return (scratch_text(exercise), scratch_text(exercise, reflowed=False), exercise.stub)
+
+
 def is_untouched(raw: bytes, exercise: Exercise) -> bool:
-    """The file is what ``trainer start`` wrote (or an earlier trainer's bare stub)."""
-    return _same_text(raw, scratch_text(exercise)) or _same_text(raw, exercise.stub)
+    """The file is what ``trainer start`` wrote (or what an earlier trainer wrote)."""
+    return any(_same_text(raw, text) for text in stub_texts(exercise))
 
 
 class Workspace:
@@ -142,6 +154,22 @@ class Workspace:
 
     def scratch_path(self, exercise_id: str) -> Path:
         return self.root / f"{exercise_id}.py"
+
+    def interview_path(self, exercise_id: str) -> Path:
+        """The file an interview on ``exercise_id`` is written in."""
+        return self.root / INTERVIEWS / f"{exercise_id}.py"
+
+    def start_interview(self, exercise: Exercise) -> StartResult:
+        """A fresh stub in the interview's own file; the scratch file is left as it is.
+        An edited file from an earlier interview is backed up first."""
+        self.ensure()
+        path = self.interview_path(exercise.id)
+        path.parent.mkdir(exist_ok=True)
+        backup = None
+        if path.exists() and not is_untouched(path.read_bytes(), exercise):
+            backup = self.backup(path, exercise.id)
+        write_atomically(path, scratch_text(exercise))
+        return StartResult(path=path, kept_edits=False, backup=backup)
 
     def backup(self, path: Path, exercise_id: str) -> Path:
         folder = self.root / BACKUPS

@@ -50,6 +50,9 @@ DEFAULT_SCRATCH_MB = 64  # the learner's private tmpfs: its only writable place
 DEFAULT_SEED = 0
 OUTPUT_TAIL = 4000  # characters of the learner's printed output kept for the report
 OUTPUT_LINE_LIMIT = 4 * OUTPUT_TAIL  # characters of one unfinished line kept while it grows
+# Bytes of the learner's output written to the output file when one is asked for
+# (`check --show-output`): all of it, from the first line, up to this much of disk.
+OUTPUT_FILE_LIMIT = 256 * 2**20
 READY_TIMEOUT = 120.0
 # A check whose server died under it (not the learner's doing: the learner's process
 # cannot reach the server) is run again on a fresh server, this many times at most.
@@ -304,7 +307,20 @@ class _Collected:
     by_stage: dict[str, str] = field(default_factory=dict)
     output_lines: int = 0
     cut: int = 0  # characters of unfinished lines not kept (a flood without line breaks)
+    # Where all of the output goes, marks left out, when asked (memory keeps only tails).
+    spill: IO[bytes] | None = None
+    spilled: int = 0  # bytes written to ``spill``
+    spill_cut: int = 0  # bytes not written: past OUTPUT_FILE_LIMIT
     _partial: str = ""
+
+    def _spill(self, text: str) -> None:
+        if self.spill is None or not text:
+            return
+        data = text.encode("utf-8", "replace")
+        room = max(OUTPUT_FILE_LIMIT - self.spilled, 0)
+        self.spill.write(data[:room])
+        self.spilled += min(len(data), room)
+        self.spill_cut += len(data) - min(len(data), room)
 
     def handle(self, message: dict[str, Any]) -> None:
         kind = message.get("type")
@@ -338,10 +354,6 @@ class _Collected:
         that start with OUTPUT_MARK and this job's mark); keep the tail of each."""
         self._partial += chunk.decode("utf-8", "replace")
         *lines, self._partial = self._partial.split("\n")
-        if len(self._partial) > OUTPUT_LINE_LIMIT:
-            # A flood without line breaks: only its tail is kept, and the cut is counted.
-            self.cut += len(self._partial) - OUTPUT_LINE_LIMIT
-            self._partial = self._partial[-OUTPUT_LINE_LIMIT:]
         marker = f"{OUTPUT_MARK}{self.mark} " if self.mark else None
         kept: list[str] = []
         for line in lines:
@@ -352,6 +364,7 @@ class _Collected:
                     continue
                 line = line[:at]
             kept.append(line)
+            self._spill(line + "\n")
             self.output_lines += 1
             if self.stage_of_output:
                 # Under the stage ("backward") and under the stage and run ("backward|x: (7,) in float32").
@@ -361,6 +374,13 @@ class _Collected:
                     self.by_stage[key] = tail[-OUTPUT_TAIL:]
         if kept:
             self.output = (self.output + "\n".join(kept) + "\n")[-OUTPUT_TAIL * 4 :]
+        if len(self._partial) > OUTPUT_LINE_LIMIT:
+            # A flood without line breaks: only its tail is kept in memory (its head goes
+            # to the output file, when there is one), and the cut is counted.
+            head = len(self._partial) - OUTPUT_LINE_LIMIT
+            self._spill(self._partial[:head])
+            self.cut += head
+            self._partial = self._partial[-OUTPUT_LINE_LIMIT:]
 
     def finish_output(self) -> None:
         """A last line without its newline is output too."""
@@ -383,6 +403,7 @@ def run_check(
     draw_always: bool = False,
     feedback: str = DEFAULT_FEEDBACK,
     catalogue_file: bool = False,
+    output_file: Path | None = None,
 ) -> CheckReport:
     """Check ``file`` against ``exercise`` and return the report, as ``feedback``
     (a level of :mod:`trainer.checking.feedback`) lets it be read.
@@ -393,7 +414,8 @@ def run_check(
     With ``service``, the check is one more job of a running server (watch
     mode, grading); otherwise a server is started for this one job. With
     ``stop_after_failure`` the stages after the first failing one are skipped
-    (validation needs no more).
+    (validation needs no more). With ``output_file``, all the learner's code printed
+    is written there (up to OUTPUT_FILE_LIMIT bytes), not only the tails the report keeps.
     """
     started = time.monotonic()
     refused = refusal(file, catalogue_file)
@@ -413,7 +435,7 @@ def run_check(
     else:
         report = _check(
             exercise, file, raw, source, started, seed, timeout, solution, double_backward,
-            service, memory_limit_mb, stop_after_failure, limits, draw_always,
+            service, memory_limit_mb, stop_after_failure, limits, draw_always, output_file,
         )  # fmt: skip
     declared = {name: mistake.words for name, mistake in exercise.mistakes.items()}
     return with_feedback(report, feedback, declared)
@@ -472,6 +494,7 @@ def _check(
     stop_after_failure: bool,
     limits: HostLimits | None,
     draw_always: bool,
+    output_file: Path | None = None,
 ) -> CheckReport:
     token = secrets.token_hex(16)
     job = {
@@ -493,8 +516,8 @@ def _check(
     }
     if service is None:
         with CheckingService() as own:
-            return _run_job(own, job, exercise, file, raw, started, timeout)
-    return _run_job(service, job, exercise, file, raw, started, timeout)
+            return _run_job(own, job, exercise, file, raw, started, timeout, output_file)
+    return _run_job(service, job, exercise, file, raw, started, timeout, output_file)
 
 
 def _run_job(
@@ -505,11 +528,14 @@ def _run_job(
     raw: bytes,
     started: float,
     timeout: float,
+    output_file: Path | None = None,
 ) -> CheckReport:
     seed = int(job["seed"])
     for attempt in range(SERVER_RETRIES + 1):
         last = attempt == SERVER_RETRIES
-        collected, timed_out, returncode, died = _attempt(service, job, timeout, last)
+        with contextlib.ExitStack() as files:
+            spill = files.enter_context(open(output_file, "wb")) if output_file else None
+            collected, timed_out, returncode, died = _attempt(service, job, timeout, last, spill)
         # A server that died under this check (its zygote, say) is not the learner's
         # doing: the check runs again, whole, on a fresh one.
         if not died or last:
@@ -526,7 +552,12 @@ def _run_job(
     stages = _stages(collected, timed_out, timeout, returncode)
     report = _report(exercise, file, raw, seed, stages, started, collected.output[-OUTPUT_TAIL:])
     report.notes = collected.notes
-    if collected.cut:
+    if collected.spill_cut:
+        report.notes.append(
+            f"Your code printed {collected.spill_cut:,} bytes more than the output file "
+            f"keeps ({OUTPUT_FILE_LIMIT:,} bytes): that part was cut."
+        )
+    elif collected.cut and collected.spill is None:
         report.notes.append(
             f"Your code printed {collected.cut:,} more characters without a line break than "
             f"the checker keeps ({OUTPUT_LINE_LIMIT:,} of a line): that part was cut."
@@ -538,7 +569,11 @@ def _run_job(
 
 
 def _attempt(
-    service: CheckingService, job: dict[str, Any], timeout: float, last: bool
+    service: CheckingService,
+    job: dict[str, Any],
+    timeout: float,
+    last: bool,
+    spill: IO[bytes] | None = None,
 ) -> tuple[_Collected, bool, int | None, bool]:
     """One run of the job: what was collected, whether it timed out, the checker's exit
     code when it ended without its last frame, and whether the server died under it."""
@@ -549,7 +584,7 @@ def _attempt(
         if last:
             raise
         return _Collected(), False, None, True
-    collected = _Collected(mark=str(job.get("output_mark", "")))
+    collected = _Collected(mark=str(job.get("output_mark", "")), spill=spill)
     try:
         # The limit is for the check itself, not for starting the server.
         timed_out = _collect(launched, token, collected, time.monotonic() + timeout)

@@ -32,7 +32,9 @@ from trainer.errors import ExitCode, WorkspaceError
 from trainer.history import diagnosis_of
 
 if TYPE_CHECKING:
-    pass
+    from trainer.spec import Exercise
+
+OUTPUT_FOLDER = ".output"  # in the workspace: what `check --show-output` saw, whole
 
 app = typer.Typer(add_completion=False)
 
@@ -103,6 +105,7 @@ def check(
         raise WorkspaceError(f"no file at {file}. Check the path given to --file.")
     else:
         path = file
+    output_file = _output_file(session, exercise) if show_output else None
     report = run_check(
         exercise,
         path,
@@ -112,6 +115,7 @@ def check(
         double_backward=double_backward,
         memory_limit_mb=memory_limit,
         feedback=folder_feedback(exercise),
+        output_file=output_file,
     )
     left, summary = session.record_check(exercise, report.passed, diagnosis_of(report), path)
     session.show_notices()
@@ -123,9 +127,16 @@ def check(
         console.print_json(json.dumps(document, indent=2))
     else:
         console.check_report(
-            report, exercise, interview_left=left, verbose=verbose, show_output=show_output
+            report,
+            exercise,
+            interview_left=left,
+            verbose=verbose,
+            show_output=show_output,
+            output_file=output_file,
+            summary=False,
         )
         console.pictures(report, plot)
+        console.check_summary(report, exercise, interview_left=left)  # last, under the plot
         if summary is not None:
             console.interview_summary(summary)
         if report.passed:
@@ -134,3 +145,19 @@ def check(
             else:
                 console.after_pass(exercise)
     raise typer.Exit(ExitCode.of_verdict(report.passed))
+
+
+def _output_file(session: Session, exercise: "Exercise") -> Path:
+    """Where ``--show-output`` keeps all a check's output: ``.output/EX.txt`` in the
+    workspace (the last check's), or a temporary file where there is no workspace."""
+    if session.exists:
+        folder = session.workspace.root / OUTPUT_FOLDER
+        folder.mkdir(exist_ok=True)
+        return folder / f"{exercise.id}.txt"
+    import tempfile
+
+    handle, name = tempfile.mkstemp(prefix=f"trainer-{exercise.id}-", suffix=".txt")
+    import os
+
+    os.close(handle)
+    return Path(name)

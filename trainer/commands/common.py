@@ -138,13 +138,21 @@ class Session:
             )
         return self.catalog.get(current)
 
+    def working_path(self, exercise: Exercise) -> Path:
+        """The file the learner works in: during an interview on ``exercise`` the
+        interview's own file, else the scratch file."""
+        if self.exists and (self.workspace.root / STATE_FILE).is_file():
+            interview = self.store.load().interview
+            if interview is not None and interview.exercise == exercise.id:
+                return self.workspace.interview_path(exercise.id)
+        return self.workspace.scratch_path(exercise.id)
+
     def scratch_file(self, exercise: Exercise) -> Path:
-        """The exercise's scratch file, which must exist; while a review of it is open,
-        the review's own file (:mod:`trainer.review`)."""
+        """The file the learner works in, which must exist: while a review of the exercise
+        is open, the review's own file (:mod:`trainer.review`); else :meth:`working_path`
+        (an interview's own file, or the scratch file)."""
         review = self.review_file(exercise)
-        if review is not None:
-            return review
-        path = self.workspace.scratch_path(exercise.id)
+        path = review if review is not None else self.working_path(exercise)
         if not path.is_file():
             raise WorkspaceError(
                 f"no file at {path}. Run `trainer start {exercise.id}` to create it."

@@ -59,8 +59,9 @@ def interview(
     else:
         exercise = interviews.pick_exercise(session.catalog.all, store.load(), random.Random())
     started = interviews.begin(store, exercise, minutes)
-    # A fresh stub: an edited file from earlier practice is backed up, never lost.
-    result = session.workspace.start(exercise, force=True)
+    # A fresh stub in a file of its own (interview/EX.py): the scratch file, solved or
+    # not, is left alone; check, watch, open and plot use this file until the end.
+    result = session.workspace.start_interview(exercise)
     session.show_notices()
     console.started(exercise, result)
     console.interview_started(exercise, started.minutes)

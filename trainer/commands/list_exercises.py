@@ -12,6 +12,7 @@ from trainer.commands.common import (
     Session,
     WorkspaceOption,
 )
+from trainer.errors import SPEC_ADVICE
 
 app = typer.Typer(add_completion=False)
 
@@ -31,11 +32,13 @@ def list_exercises(
     session = Session(ctx, workspace, exercises_dir)
     state = session.store.load() if session.exists else State()
     session.show_notices()
-    console.exercise_list(
-        session.catalog.all, state, session.workspace.root if session.exists else None
-    )
+    # A broken spec (in a folder of one's own, say) is named once; the others are listed.
+    exercises, broken = session.catalog.loadable()
+    console.exercise_list(exercises, state, session.workspace.root if session.exists else None)
+    for problem in broken:
+        console.notice(f"not listed: {problem}. {SPEC_ADVICE}")
     if session.exists:
         from trainer.review import agenda
 
         concepts = session.catalog.shared_quiz("concepts")
-        console.review_due(agenda(state, session.catalog.all, [concepts] if concepts else []))
+        console.review_due(agenda(state, exercises, [concepts] if concepts else []))

@@ -10,13 +10,13 @@ import typer
 from trainer import console
 from trainer.catalog import FOLDER_SETTINGS, folder_feedback
 from trainer.checking.runner import run_check
-from trainer.commands.common import ExercisesDirOption, Session, WorkspaceOption
+from trainer.commands.common import LEARN_PANEL, ExercisesDirOption, Session, WorkspaceOption
 from trainer.errors import TrainerError, WorkspaceError
 
 app = typer.Typer(add_completion=False)
 
 
-@app.command()
+@app.command(rich_help_panel=LEARN_PANEL)
 def plot(
     ctx: typer.Context,
     exercise_id: Annotated[str | None, typer.Argument(help="Exercise (default: current).")] = None,
@@ -29,8 +29,10 @@ def plot(
     workspace: WorkspaceOption = None,
     exercises_dir: ExercisesDirOption = None,
 ) -> None:
-    """Draw your gradient against the right one, right or wrong: a slope curve for an
-    element-wise exercise, an error map otherwise.
+    """Draw your gradient against the right one: a slope curve, or a map of wrong elements.
+
+    The slope curve (gradient ÷ grad_output against the input) is for an
+    element-wise exercise; the error map for the others.
 
     Example: trainer plot sigmoid
     """

@@ -23,6 +23,7 @@ from trainer.commands.common import (
     Session,
     WorkspaceOption,
 )
+from trainer.errors import ExitCode
 from trainer.history import diagnosis_of
 from trainer.spec import Exercise
 
@@ -67,7 +68,10 @@ def watch(
     session.scratch_file(watched.exercise)
 
     def path() -> Path:
-        return session.workspace.scratch_path(watched.exercise.id)
+        # The file the learner works in: an open review's own, an interview's, or the
+        # scratch file (never the solved file during a review).
+        review = session.review_file(watched.exercise)
+        return review if review is not None else session.working_path(watched.exercise)
 
     def check() -> None:
         console.clear()
@@ -115,12 +119,15 @@ def watch(
 
     keys: queue.Queue[str] = queue.Queue()
     stop = threading.Event()
+    interrupted = False
     try:
         with keyboard(keys, stop):
             watch_loop(path, check, on_key, keys, stop, poll=poll, prompt=prompt)
-    except KeyboardInterrupt:
-        pass
+    except KeyboardInterrupt:  # Ctrl-C, during a check or between saves
+        interrupted = True
     finally:
         if watched.warm is not None:
             watched.warm.close()
     console.out.print("Stopped watching.")
+    if interrupted:
+        raise typer.Exit(ExitCode.INTERRUPTED)  # 130, as `check` and `quiz` give
