@@ -164,17 +164,18 @@ def windows(
     output_of: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor
 ) -> list[Window] | None:
     """The windows of an output that chooses among its inputs (a max, a top-k), found by
-    raising one input element at a time above all others: the output elements that change
-    depend on it. None when no output element chooses among two or more inputs, or when
+    moving one input element at a time above all others, then below: the output elements
+    that change depend on it. None when no output element chooses among two or more inputs, or when
     some output is not a copy of one of them (a sum, a softmax: nothing to tie)."""
     base = output_of(x)
     top = float(x.abs().max()) * 2 + 1
     flat_outputs = base.numel()
     depends = torch.zeros(flat_outputs, x.numel(), dtype=torch.bool)
     for position in range(x.numel()):
-        raised = x.clone()
-        raised.reshape(-1)[position] = top
-        depends[:, position] = (output_of(raised) != base).reshape(-1)
+        for extreme in (top, -top):  # raised, then lowered: a top-k's second place
+            moved = x.clone()  # ignores its maximum raised, not lowered
+            moved.reshape(-1)[position] = extreme
+            depends[:, position] |= (output_of(moved) != base).reshape(-1)
     shared: dict[tuple[int, ...], int] = {}
     inputs, outputs = x.reshape(-1), base.reshape(-1)
     for output, row in enumerate(depends):
