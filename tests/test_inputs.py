@@ -91,7 +91,7 @@ def test_a_one_pass_variance_fails_on_a_shared_offset_in_float32(service, tmp_pa
     source = (WRONG / "batch_norm" / "one_pass_variance.py").read_text()
     stage, message = failure(check(service, tmp_path, "batch_norm", source))
     assert stage == "stability"
-    assert "(float32, at x[" in message and "] = 59" in message  # near the offset, 600
+    assert re.search(r"\(float32, at x\[[\d, ]+\] = (59[89]|60[012])", message), message  # ≈ 600
 
 
 def test_a_two_pass_batch_norm_in_float32_passes_on_a_shared_offset(service, tmp_path):
@@ -135,7 +135,7 @@ def test_a_one_pass_variance_in_float64_fails_on_near_constant_values(service, t
     )
     stage, message = failure(check(service, tmp_path, "batch_norm", source))
     assert stage == "stability"
-    assert "(float64, at x[" in message and "] = 600" in message
+    assert re.search(r"\(float64, at x\[[\d, ]+\] = (600|599\.999)\b", message), message
 
 
 def test_a_two_pass_variance_in_float64_passes_on_near_constant_values(service, tmp_path):

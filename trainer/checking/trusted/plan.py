@@ -8,6 +8,7 @@ and compare.
 from __future__ import annotations
 
 import builtins
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -33,6 +34,7 @@ UPSTREAM_DECADES = (-3.0, 3.0)  # domain runs: |upstream| from 1e-3 to 1e3
 # gradients) to the run's dtype changes in the float64 answer: a right answer in float32
 # is only as exact as its inputs are, and a kink or a tie the values sit on is forgiven.
 ROUNDING_FACTOR = 48
+ROUNDING_DIRECTIONS = 2  # random directions per input: one could miss what matters
 TIE_ELEMENTS = 256  # inputs larger than this are not searched for windows to tie
 DTYPE_NAMES = {torch.float32: "float32", torch.float64: "float64"}
 
@@ -672,7 +674,7 @@ def _with_rounding_slack(exercise: Exercise, run: Run, generator: torch.Generato
     movable = [
         i for i, v in enumerate(values) if isinstance(v, torch.Tensor) and v.is_floating_point()
     ]
-    for index in movable:
+    for index, _ in itertools.product(movable, range(ROUNDING_DIRECTIONS)):
         value = values[index]
         assert isinstance(value, torch.Tensor)
         direction = torch.randint(0, 2, value.shape, generator=generator).to(torch.float64) * 2 - 1
