@@ -204,7 +204,8 @@ def tie_sets(
     """Inputs (flat, float64) in which, window by window, every pair of positions ties:
     at the top of the window, and (where the outputs take several) with as many elements
     above the pair as there are places above the last one taken, so the tie straddles it.
-    Windows that share no element are tied in the same input; a pair already in
+    Windows are tied in the same input as long as none holds an element another one set
+    (overlapping windows share low elements only); a pair already in
     ``covered`` (by another case's windows of the same size) is not tied again."""
     needs: dict[tuple[int, ...], None] = {}
     for window in found:
@@ -221,21 +222,26 @@ def tie_sets(
         values = torch.empty(numel, dtype=torch.float64).uniform_(
             low, low + 0.5 * width, generator=generator
         )
-        used: set[int] = set()
+        claimed: set[int] = set()  # set at or above a tie level in this input
+        inside: set[int] = set()  # in a window tied in this input
         for window in found:
-            size = len(window.positions)
-            if used.intersection(window.positions):
+            if claimed.intersection(window.positions):
                 continue
-            need = next((n for n in needs if n[:2] == (size, window.chosen)), None)
-            if need is None:
+            for need in needs:
+                if need[:2] != (len(window.positions), window.chosen):
+                    continue
+                _, _, i, j, rank = need
+                pair = (window.positions[i], window.positions[j])
+                above = [p for p in window.positions if p not in pair][:rank]
+                if inside.intersection((*pair, *above)):
+                    continue  # it would raise a window tied before
+                break
+            else:
                 continue
-            _, _, i, j, rank = need
             del needs[need]
             covered.add(need)
-            used.update(window.positions)
-            pair = (window.positions[i], window.positions[j])
-            others = [p for p in window.positions if p not in pair]
-            above = others[:rank]
+            claimed.update((*pair, *above))
+            inside.update(window.positions)
             values[list(pair)] = tie_level
             for step, position in enumerate(above, start=1):
                 values[position] = tie_level + step * (high - tie_level) / (rank + 1)
