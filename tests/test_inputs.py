@@ -94,8 +94,13 @@ def test_a_one_pass_variance_fails_on_a_shared_offset_in_float32(service, tmp_pa
     assert re.search(r"\(float32, at x\[[\d, ]+\] = (59[89]|60[012])", message), message  # ≈ 600
 
 
-def test_a_two_pass_batch_norm_in_float32_passes_on_a_shared_offset(service, tmp_path):
-    passes(check(service, tmp_path, "batch_norm", BATCH_NORM_TWO_PASS))
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_a_two_pass_batch_norm_in_float32_passes_on_a_shared_offset(service, tmp_path, seed):
+    """Its float32 mean is off by an ulp of 600 or so: forgiven on every draw (seed 2
+    fails if structured runs forgive only what the other domain runs do)."""
+    path = tmp_path / "batch_norm.py"
+    path.write_text(BATCH_NORM_TWO_PASS, encoding="utf-8")
+    passes(run_check(CATALOG.get("batch_norm"), path, service=service, seed=seed))
 
 
 ONE_PASS_IN_FLOAT64 = """\
