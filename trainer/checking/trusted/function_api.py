@@ -279,9 +279,14 @@ def _tied(run: Run) -> list[object]:
     return args
 
 
-def _ties_failure(checked: Checked, run: Run, pairs: list[tuple[int, int]]) -> Failure | None:
+def _ties_failure(
+    checked: Checked, run: Run, pairs: list[tuple[int, int]], args: list[object] | None = None
+) -> Failure | None:
+    """With ``args`` (a plan's tie run: ties at every pair of positions, straddling the
+    last place taken too) or else the run's values rounded (``_tied``): valid indices, and
+    each value's gradient where forward's indices say."""
     exercise = checked.exercise
-    args = _tied(run)
+    args = _tied(run) if args is None else args
     with torch.no_grad():
         expected = evaluate_reference(exercise, args)
     upstream = [
@@ -373,6 +378,15 @@ def non_differentiable_stage(checked: Checked) -> StageOutcome:
             failure = fault_failure(run, fault, "backward")
         if failure is not None:
             failures.append(failure)
+    for run in checked.plan.tie_runs if not failures else ():
+        pairs = _index_pairs(run)
+        try:
+            failure = _ties_failure(checked, run, pairs, list(run.args)) if pairs else None
+        except LearnerFault as fault:
+            failure = fault_failure(run, fault, "backward")
+        if failure is not None:
+            failures.append(failure)
+            break  # one tie pattern is enough to show the rule
     integers = [
         output_name(checked.exercise, i)
         for i, o in enumerate(runs[0].expected_outputs)

@@ -8,6 +8,7 @@ and compare.
 from __future__ import annotations
 
 import builtins
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -18,6 +19,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from trainer.checking.trusted import structured
 from trainer.checking.trusted.numeric import one_sided_slopes
 from trainer.spec import Case, CaseValue, Exercise, ScalarParam, TensorParam, Tolerance
 from trainer.vocabulary import MISTAKES
@@ -28,6 +30,12 @@ SMALL = 2_000  # elements: runs larger than this skip gradcheck, kinks and doubl
 # compares gradients on both sides (in float32 only those float32 can resolve).
 NEAR_KINK = {torch.float64: (1e-1, 1e-2, 1e-3, 1e-4, 1e-6), torch.float32: (1e-1, 1e-2, 1e-3)}
 UPSTREAM_DECADES = (-3.0, 3.0)  # domain runs: |upstream| from 1e-3 to 1e3
+# Structured runs forgive this many times what rounding the inputs (and the upstream
+# gradients) to the run's dtype changes in the float64 answer: a right answer in float32
+# is only as exact as its inputs are, and a kink or a tie the values sit on is forgiven.
+ROUNDING_FACTOR = 48
+ROUNDING_DIRECTIONS = 2  # random directions per input: one could miss what matters
+TIE_ELEMENTS = 256  # inputs larger than this are not searched for windows to tie
 DTYPE_NAMES = {torch.float32: "float32", torch.float64: "float64"}
 
 
@@ -53,6 +61,7 @@ class Run:
     grads_slack: dict[str, torch.Tensor] = field(default_factory=dict)
     # Wrong gradients known by name, for the diagnosis: input -> mistake -> (words, tensor).
     known_wrong: dict[str, dict[str, tuple[str, torch.Tensor]]] = field(default_factory=dict)
+    note: str = ""  # what is special about the values (structured runs), for the label
 
     @property
     def numel(self) -> int:
@@ -69,7 +78,8 @@ class Run:
 
     @property
     def label(self) -> str:
-        return f"{self.case.describe()} in {DTYPE_NAMES[self.dtype]}"
+        text = f"{self.case.describe()} in {DTYPE_NAMES[self.dtype]}"
+        return f"{text}, {self.note}" if self.note else text
 
     def values_text(self) -> str:
         """The inputs written out, for a stability probe."""
@@ -119,8 +129,13 @@ class Plan:
     # Fresh values of one shape, for calls in a row as a training loop makes them.
     state_runs: tuple[Run, ...] = ()
     # Values across each tensor's domain on a log scale, upstream gradients from
-    # 1e-3 to 1e3: every case, in both dtypes.
+    # 1e-3 to 1e3: every case, in both dtypes; then the structured values of
+    # ``structured`` (offsets, zeros, bounds; ties where every output is a float).
     domain_runs: tuple[Run, ...] = ()
+    # Ties at every pair of positions of each window, for exercises with an index
+    # output: which tied element forward reports is its own choice, so the stage of
+    # non-differentiable outputs checks that backward follows it.
+    tie_runs: tuple[Run, ...] = ()
     # Each output element depends on the same element of each input only: the
     # learner's gradient can be drawn as a slope against the input, over this run
     # of evenly spaced inputs.
@@ -168,6 +183,19 @@ def kink_values(exercise: Exercise, run: Run) -> dict[str, list[tuple[float, str
     }
 
 
+def _off_kinks(
+    param: TensorParam, values: torch.Tensor, scalars: dict[str, CaseValue]
+) -> torch.Tensor:
+    """Values closer to a declared kink than the margin, moved to twice the margin."""
+    margin = _kink_margin(param)
+    for kink in _kink_points(param, scalars):
+        distance = values - kink
+        near = distance.abs() < margin
+        direction = torch.where(distance >= 0, 1.0, -1.0).to(values.dtype)
+        values = torch.where(near, kink + direction * 2 * margin, values)
+    return values
+
+
 def make_tensor(
     param: TensorParam,
     shape: Sequence[int],
@@ -181,13 +209,7 @@ def make_tensor(
         return torch.randint(int(param.low), top, tuple(shape), generator=generator)
     values = torch.empty(tuple(shape), dtype=torch.float64)
     values.uniform_(param.low, param.high, generator=generator)
-    margin = _kink_margin(param)
-    for kink in _kink_points(param, scalars):
-        distance = values - kink
-        near = distance.abs() < margin
-        direction = torch.where(distance >= 0, 1.0, -1.0).to(values.dtype)
-        values = torch.where(near, kink + direction * 2 * margin, values)
-    return values
+    return _off_kinks(param, values, scalars)
 
 
 def weighted_sum(outputs: Sequence[torch.Tensor], upstream: Sequence[torch.Tensor]) -> torch.Tensor:
@@ -286,13 +308,23 @@ def build_plan(exercise: Exercise, seed: int) -> Plan:
     kink_runs = tuple(
         k for run in runs if run.numel <= SMALL for k in _kink_run(exercise, run, generator)
     )
+    small = [c for c in exercise.cases if _case_numel(c) <= SMALL]  # values, not sizes
     domain_runs = tuple(
         d
-        for case in exercise.cases
-        if _case_numel(case) <= SMALL  # the domain is about values; small cases cover it
+        for case in small
         for dtype in DTYPES
         for d in _domain_run(exercise, case, dtype, generator)
     )
+    elementwise = _is_elementwise(exercise, runs[0])
+    # An element-wise op sees values, not rows: the largest small case carries them all.
+    structured_cases = [max(small, key=_case_numel)] if elementwise and small else small
+    domain_runs += tuple(
+        r for case in structured_cases for r in _structured_runs(exercise, case, generator)
+    )
+    tie_runs = _tie_runs(exercise, small, generator)
+    indices = any(not o.is_floating_point() for o in runs[0].expected_outputs)
+    if not indices:
+        domain_runs, tie_runs = domain_runs + tie_runs, ()
     state_case = exercise.cases[0]
     state_runs = tuple(
         _run(
@@ -304,7 +336,6 @@ def build_plan(exercise: Exercise, seed: int) -> Plan:
         )
         for _ in range(STATE_VALUE_SETS)
     )
-    elementwise = _is_elementwise(exercise, runs[0])
     return Plan(
         elementwise=elementwise,
         picture_run=_picture_run(exercise, generator) if elementwise else None,
@@ -312,6 +343,7 @@ def build_plan(exercise: Exercise, seed: int) -> Plan:
         kink_runs=kink_runs,
         state_runs=state_runs,
         domain_runs=domain_runs,
+        tie_runs=tie_runs,
         stability_runs=tuple(
             _stability_run(exercise, index, generator) for index in range(len(exercise.stability))
         ),
@@ -464,13 +496,7 @@ def _log_scale(
     if count >= 2:
         values[0], values[1] = lowest, highest
     values = values[torch.randperm(count, generator=generator)]
-    margin = _kink_margin(param)
-    for kink in _kink_points(param, scalars):
-        distance = values - kink
-        near = distance.abs() < margin
-        direction = torch.where(distance >= 0, 1.0, -1.0).to(values.dtype)
-        values = torch.where(near, kink + direction * 2 * margin, values)
-    return values.reshape(tuple(shape))
+    return _off_kinks(param, values, scalars).reshape(tuple(shape))
 
 
 def _log_upstream(
@@ -537,6 +563,216 @@ def _domain_run(
             return [_with_slack(exercise, run, generator)]
         shrink *= 10.0
     return []
+
+
+def _structured_runs(exercise: Exercise, case: Case, generator: torch.Generator) -> list[Run]:
+    """The case with each of ``structured``'s value sets, in the dtypes where each matters,
+    shrunk by decades where the reference itself is not finite in that dtype."""
+    scalars = {
+        p.name: case.values[p.name] for p in exercise.parameters if isinstance(p, ScalarParam)
+    }
+    floats = []
+    for position, param in enumerate(exercise.parameters):
+        value = case.values[param.name]
+        if isinstance(param, TensorParam) and param.is_float and isinstance(value, tuple):
+            floats.append((position, param, value))
+
+    def random_values(param: TensorParam, shape: Sequence[int]) -> torch.Tensor:
+        if param.domain is not None:
+            return _log_scale(param, shape, scalars, generator)
+        return make_tensor(param, shape, scalars, generator)
+
+    runs: list[Run] = []
+    for note, dtypes, build in structured.value_sets(floats, random_values, generator):
+        base: list[object] = []
+        for position, param in enumerate(exercise.parameters):
+            value = case.values[param.name]
+            if isinstance(param, TensorParam) and param.is_float:
+                assert isinstance(value, tuple)
+                base.append(_off_kinks(param, build(position, param, value), scalars))
+            elif isinstance(param, TensorParam):
+                assert isinstance(value, tuple)
+                base.append(make_tensor(param, value, scalars, generator, int_high(param, case)))
+            else:
+                base.append(value)
+        for dtype in dtypes:
+            run = _finite_structured(exercise, case, dtype, base, generator, note)
+            if run is not None:
+                runs.append(run)
+    return runs
+
+
+def _finite_structured(
+    exercise: Exercise,
+    case: Case,
+    dtype: torch.dtype,
+    base: list[object],
+    generator: torch.Generator,
+    note: str,
+) -> Run | None:
+    values = list(base)
+    for _ in range(4):
+        run = _run(exercise, case, dtype, _cast(values, dtype), generator)
+        if _finite(run):
+            return _with_rounding_slack(exercise, replace(run, note=note), generator)
+        values = [
+            v / 10 if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values
+        ]
+    return None
+
+
+def _reference_at(
+    exercise: Exercise, args: Sequence[object], upstream: Sequence[torch.Tensor]
+) -> tuple[tuple[torch.Tensor, ...], dict[str, torch.Tensor]]:
+    """The reference's outputs and gradients (float64 in, float64 out)."""
+    live = [
+        a.detach().clone().requires_grad_(p.requires_grad)
+        if isinstance(p, TensorParam) and isinstance(a, torch.Tensor)
+        else a
+        for p, a in zip(exercise.parameters, args, strict=True)
+    ]
+    outputs = evaluate_reference(exercise, live)
+    names = [p.name for p in exercise.parameters if isinstance(p, TensorParam) and p.requires_grad]
+    wanting = [a for a, p in zip(live, exercise.parameters, strict=True) if p.name in names]
+    grads = torch.autograd.grad(
+        weighted_sum(outputs, upstream),
+        [w for w in wanting if isinstance(w, torch.Tensor)],
+        allow_unused=True,
+    )
+    computed = {
+        name: (g if g is not None else torch.zeros_like(w)).detach()
+        for name, g, w in zip(names, grads, wanting, strict=True)
+        if isinstance(w, torch.Tensor)
+    }
+    stated = _stated_gradients(exercise, live, tuple(upstream))
+    return tuple(o.detach() for o in outputs), {**computed, **stated}
+
+
+def _with_rounding_slack(exercise: Exercise, run: Run, generator: torch.Generator) -> Run | None:
+    """The run's usual slack, plus ROUNDING_FACTOR times torch's own error in the run's
+    dtype plus what moving the elements of one input (or of the upstream gradients) by a
+    rounding step of that dtype, both ways along a random direction, changes in the
+    float64 answer, summed over the inputs (one at a time: moves of two factors of a
+    product could cancel). None when such a move
+    changes an integer output: tied indices are forward's choice, which the stage of
+    indices checks."""
+    run = _with_slack(exercise, run, generator)
+    eps = torch.finfo(run.dtype).eps
+    wide = list(_cast(run.args, torch.float64))
+    upstream = [u.to(torch.float64) for u in run.upstream]
+    outputs, grads = _reference_at(exercise, wide, upstream)
+    # torch's own error in this dtype: large where intermediates are (scores in the
+    # thousands), which moving the inputs does not show.
+    total_outputs = [
+        (o.to(torch.float64) - w).abs() if o.is_floating_point() else torch.zeros_like(w)
+        for o, w in zip(run.expected_outputs, outputs, strict=True)
+    ]
+    total_grads = {
+        name: (run.expected_grads[name].to(torch.float64) - g).abs() for name, g in grads.items()
+    }
+    values = [*wide, *upstream]
+    movable = [
+        i for i, v in enumerate(values) if isinstance(v, torch.Tensor) and v.is_floating_point()
+    ]
+    for index, _ in itertools.product(movable, range(ROUNDING_DIRECTIONS)):
+        value = values[index]
+        assert isinstance(value, torch.Tensor)
+        direction = torch.randint(0, 2, value.shape, generator=generator).to(torch.float64) * 2 - 1
+        param = run.params[index] if index < len(wide) else None
+        floor = max(abs(param.low), abs(param.high)) if isinstance(param, TensorParam) else 0.0
+        step = direction * eps * (value.abs() + floor)
+        worst_outputs = [torch.zeros_like(o) for o in total_outputs]
+        worst_grads = {name: torch.zeros_like(g) for name, g in total_grads.items()}
+        for sign in (1.0, -1.0):
+            moved = list(values)
+            moved[index] = value + sign * step
+            got_outputs, got_grads = _reference_at(
+                exercise,
+                moved[: len(wide)],
+                moved[len(wide) :],  # type: ignore[arg-type]
+            )
+            for position, (was, now) in enumerate(zip(outputs, got_outputs, strict=True)):
+                if not was.is_floating_point():
+                    if not torch.equal(was, now):
+                        return None
+                    continue
+                worst_outputs[position] = torch.maximum(worst_outputs[position], (now - was).abs())
+            for name, now in got_grads.items():
+                worst_grads[name] = torch.maximum(worst_grads[name], (now - grads[name]).abs())
+        total_outputs = [t + w for t, w in zip(total_outputs, worst_outputs, strict=True)]
+        total_grads = {name: t + worst_grads[name] for name, t in total_grads.items()}
+
+    def widened(slack: torch.Tensor, worst: torch.Tensor) -> torch.Tensor:
+        return slack.to(torch.float64) + ROUNDING_FACTOR * worst
+
+    return replace(
+        run,
+        outputs_slack=tuple(
+            widened(s, w) for s, w in zip(run.outputs_slack, total_outputs, strict=True)
+        ),
+        grads_slack={name: widened(s, total_grads[name]) for name, s in run.grads_slack.items()},
+    )
+
+
+def _tie_runs(
+    exercise: Exercise, cases: Sequence[Case], generator: torch.Generator
+) -> tuple[Run, ...]:
+    """Float64 runs with ties at every pair of positions of each window an output chooses
+    from (``structured.windows``), for each float input such windows exist for."""
+    runs: list[Run] = []
+    covered: set[tuple[int, ...]] = set()
+    for case in cases:
+        base = _case_values(exercise, case, generator)
+        for position, param in enumerate(exercise.parameters):
+            x = base[position]
+            if not (
+                isinstance(param, TensorParam)
+                and param.is_float
+                and param.requires_grad
+                and isinstance(x, torch.Tensor)
+                and 2 <= x.numel() <= TIE_ELEMENTS
+            ):
+                continue
+            if not _some_gradient_zero(exercise, base, position, generator):
+                continue
+
+            def first_output(
+                moved: torch.Tensor, at: int = position, values: list[object] = base
+            ) -> torch.Tensor:
+                call = list(values)
+                call[at] = moved
+                with torch.no_grad():
+                    return evaluate_reference(exercise, call)[0]
+
+            found = structured.windows(first_output, x)
+            if not found:
+                continue
+            for flat in structured.tie_sets(
+                found, param.low, param.high, x.numel(), generator, covered
+            ):
+                args = list(base)
+                args[position] = flat.reshape(x.shape)
+                run = _run(exercise, case, torch.float64, tuple(args), generator)
+                note = f"{param.name} tied at pairs of positions of its windows"
+                runs.append(_with_slack(exercise, replace(run, note=note), generator))
+    return tuple(runs)
+
+
+def _some_gradient_zero(
+    exercise: Exercise, base: list[object], position: int, generator: torch.Generator
+) -> bool:
+    """An exact zero in one input's gradient at random values: the mark of an output that
+    chooses some inputs and drops others (cheap to find; windows are not)."""
+    outputs = evaluate_reference(exercise, base)
+    upstream = [
+        torch.randn(o.shape, dtype=torch.float64, generator=generator)
+        if o.is_floating_point()
+        else torch.zeros(o.shape, dtype=torch.float64)
+        for o in outputs
+    ]
+    _, grads = _reference_at(exercise, base, upstream)
+    gradient = grads.get(exercise.parameters[position].name)
+    return gradient is not None and bool((gradient == 0).any())
 
 
 def _slack_for(got: torch.Tensor, truth: torch.Tensor | None) -> torch.Tensor:

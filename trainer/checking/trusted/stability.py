@@ -104,7 +104,8 @@ def _off_domain(
     """Words for a value that is wrong somewhere across the domain: where, and why when
     the evidence says (see :func:`_reason`)."""
     where = _input_at(run, mismatch.index, shape)
-    text = f"{mismatch.summary} ({DTYPE_NAMES[run.dtype]}{', at ' + where if where else ''})"
+    what = DTYPE_NAMES[run.dtype] + (f", {run.note}" if run.note else "")
+    text = f"{mismatch.summary} ({what}{', at ' + where if where else ''})"
     mistake = "wrong_on_domain"
     if _clips(upstream, gradients, mismatch.wrong):
         assert mismatch.wrong is not None
@@ -206,6 +207,8 @@ def _not_finite(run: Run, what: str, tensor: torch.Tensor) -> Failure:
     index = tuple(int(i) for i in torch.unravel_index(torch.tensor(first), tensor.shape))
     value = float(flat[first])
     where = _input_at(run, index, tensor.shape) or run.case.describe()
+    if run.note:
+        where += f" ({run.note})"
     shown = "[" + ", ".join(map(str, index)) + "]"
     why = (
         "an overflow (exp of a large value? subtract the max first)"
