@@ -520,13 +520,7 @@ def _covered(file: Path, hide: list[Path]) -> list[Path]:
     """The folders to cover with an empty mount: the trainer's package, its source tree's
     catalogue, the exercise's spec and solution folders; not one that holds the learner's
     file (an author's check of a reference: Landlock still hides the rest there)."""
-    package = _trainer_package()
-    candidates = [*hide]
-    if package is not None:
-        candidates += [
-            package,
-            *(package.parent / n for n in ("solutions", "exercises", "quizzes")),
-        ]
+    candidates = [*hide, *_trainer_folders()]
     own = file.resolve()
     found: list[Path] = []
     for folder in candidates:
@@ -771,27 +765,30 @@ def _readable_roots() -> tuple[Path, ...]:
             continue
         # A folder that holds the trainer itself is a source tree (the repo, with its
         # solutions and maybe a workspace) unless it is where packages are installed.
-        source_tree = package is not None and (path / package.name).resolve() == package
+        source_tree = (path / package.name).resolve() == package
         if source_tree and path.name not in ("site-packages", "dist-packages"):
             continue
         roots.append(path)
     return tuple(r.resolve() for r in roots if r.exists())
 
 
-def _trainer_package() -> Path | None:
+def _trainer_package() -> Path:
     """The trainer package's folder (this file is trainer/checking/learner/confine.py)."""
     return Path(__file__).resolve().parents[2]
+
+
+def _trainer_folders() -> list[Path]:
+    """The trainer's own files: its package (with the catalogue, when installed) and, in
+    a source tree, the catalogue beside it."""
+    package = _trainer_package()
+    return [package, *(package.parent / name for name in ("solutions", "exercises", "quizzes"))]
 
 
 def _hidden(file: Path) -> list[Path]:
     """What stays unreadable even beneath a readable root: the trainer's package (the
     checker's code, and the catalogue with its solutions when installed) and the learner's
     folder (the progress file, other submissions)."""
-    hidden = [file.resolve().parent]
-    package = _trainer_package()
-    if package is not None:
-        hidden += [package, package.parent / "solutions", package.parent / "exercises"]
-    return hidden
+    return [file.resolve().parent, *_trainer_folders()]
 
 
 def _allow_beneath(ruleset: Ruleset, root: Path, access: AccessFS, hidden: Iterable[Path]) -> None:

@@ -17,7 +17,7 @@ import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from types import ModuleType, TracebackType
 from typing import Any
 
 import torch
@@ -142,25 +142,31 @@ def _out_of_memory(error: BaseException) -> bool:
     return isinstance(error, MemoryError) or "can't allocate memory" in str(error)
 
 
+def _innermost_learner_frame(error: BaseException, path: Path) -> TracebackType | None:
+    """The traceback entry of the innermost frame of the learner's file, if any."""
+    innermost = None
+    tb = error.__traceback__
+    while tb is not None:
+        if Path(tb.tb_frame.f_code.co_filename) == path:
+            innermost = tb
+        tb = tb.tb_next
+    return innermost
+
+
 def _jacobian_words(error: BaseException, path: Path) -> str | None:
     """An out-of-memory error in backward whose tensors are small: what ran out is of the
     order of their size squared, a materialised Jacobian. Told from the sizes of the
     tensors in the learner's failing frame and the cap, not from the error's words."""
     if not MEMORY_LIMIT_MB:
         return None
-    tb = error.__traceback__
-    frame = None
-    while tb is not None:
-        if Path(tb.tb_frame.f_code.co_filename) == path:
-            frame = tb.tb_frame
-        tb = tb.tb_next
-    if frame is None:
+    innermost = _innermost_learner_frame(error, path)
+    if innermost is None:
         return None
     try:
         sizes = [
             (int(v.numel()), int(v.element_size()))
-            for v in frame.f_locals.values()
-            if type(v).__name__ in ("Tensor", "Parameter") and hasattr(v, "numel")
+            for v in innermost.tb_frame.f_locals.values()
+            if isinstance(v, torch.Tensor)
         ]
     except Exception:  # the learner's locals may be anything
         return None
@@ -398,26 +404,13 @@ def _fewer_saved_than_read(error: BaseException, path: Path) -> str | None:
     line of the learner's file and the ctx in that frame, not from the error's words."""
     if not isinstance(error, ValueError | IndexError):
         return None
-    frame = None
-    tb = error.__traceback__
-    while tb is not None:
-        if Path(tb.tb_frame.f_code.co_filename) == path:
-            frame = tb
-        tb = tb.tb_next
-    if frame is None:
+    innermost = _innermost_learner_frame(error, path)
+    if innermost is None:
         return None
-    lines = traceback.extract_tb(error.__traceback__)
-    line = next(
-        (
-            f.line or ""
-            for f in reversed(lines)
-            if Path(f.filename) == path and f.lineno == frame.tb_lineno
-        ),
-        "",
-    )
-    if "saved_tensors" not in line:
+    (failing,) = traceback.extract_tb(innermost, limit=1)
+    if "saved_tensors" not in (failing.line or ""):
         return None
-    ctx = frame.tb_frame.f_locals.get("ctx")
+    ctx = innermost.tb_frame.f_locals.get("ctx")
     try:
         saved = len(ctx.saved_tensors) if ctx is not None else None
     except Exception:  # the learner's ctx may be anything
