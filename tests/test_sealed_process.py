@@ -140,6 +140,49 @@ def test_as_root_the_learners_process_lives_in_a_memory_cgroup_of_its_own(victim
     assert level is not None and "a memory cgroup of its own" in level.applied["memory"]
 
 
+def test_with_every_protection_the_learners_process_is_born_in_a_capped_cgroup(victim):
+    """The usual check's learner process is a spare, made before the check came: in a
+    memory cgroup of its own, capped once the check says its limit, before any of the
+    learner's code runs. Remove the cap in ``zygote._hand_over`` and this test fails."""
+    if not _memory_cgroup_can_be_made():
+        pytest.skip("no memory cgroup can be made here (not root, or no memory controller)")
+    code = (
+        "lines = open('/proc/self/cgroup').read().splitlines()\n"
+        "print('CGROUP', [l.rsplit('/', 1)[-1] for l in lines\n"
+        "                 if 'memory' in l.split(':')[1].split(',') or l.startswith('0::')], flush=True)"
+    )
+    report = run_check(
+        SIGMOID, attempt(victim, "sigmoid.py", code), memory_limit_mb=128, service=shared_service()
+    )
+
+    assert report.passed, report.first_failure
+    assert "trainer-trainer-check-" in _line(report.output, "CGROUP"), report.output
+    level = report.protection
+    assert level is not None and level.level == "full", level
+    words = level.applied["memory"]
+    assert "a memory cgroup of its own (" in words, words
+    capped = int(words.split("a memory cgroup of its own (")[1].split(" MiB")[0])
+    assert 128 + 64 < capped < 128 + 64 + 1024, words  # the limit, the tmpfs, torch's pages
+
+
+def test_a_check_that_leaves_a_protection_out_gets_a_process_of_its_own_making(victim):
+    """The spare learner process has every protection: a check that leaves one out (here
+    its PID namespace) must not get it. Let ``zygote._spare_for`` hand the spare to every
+    check and this learner's process is process 1 of a PID namespace it did not ask for."""
+    code = "import os\nprint('PID', os.getpid(), flush=True)"
+    report = run_check(
+        SIGMOID,
+        attempt(victim, "sigmoid.py", code),
+        limits=HostLimits(skip=("processes",)),
+        service=shared_service(),
+    )
+
+    assert report.passed, report.first_failure
+    assert _line(report.output, "PID") != "PID 1", report.output
+    level = report.protection
+    assert level is not None and "processes" in level.missing
+
+
 def test_memory_outside_the_address_space_cannot_be_made(victim):
     """memfd_create gives memory RLIMIT_AS does not count (1.5 GiB under a 128 MiB cap,
     found by the issue): refused. Remove the memfd rule and this test fails."""

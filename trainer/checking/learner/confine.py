@@ -144,30 +144,57 @@ def release(scratch: str | None) -> None:
 def join_memory_cgroup(scratch: str | None, settings: object, megabytes: object) -> str | None:
     """In the zygote's fork, before anything else (root outside any namespace): move this
     process into a memory cgroup of its own, which the learner's process, its child, is
-    born in. Its cap is the check's memory limit, plus the scratch tmpfs, plus what this
-    process already has resident (pages shared with the zygote are charged to the zygote
-    until written, and writing them copies them here). Returns how, or None: no cgroup
+    born in, and cap it (:func:`cap_memory_cgroup`). Returns how, or None: no cgroup
     (not root, no memory cap, no writable memory controller)."""
-    if not scratch or not isinstance(megabytes, int) or megabytes <= 0:
+    if (
+        not isinstance(megabytes, int)
+        or megabytes <= 0
+        or not enter_memory_cgroup(scratch, settings)
+    ):
         return None
-    if os.geteuid() != 0 or "memory" in _skip(settings):
-        return None
+    return cap_memory_cgroup(scratch, settings, megabytes, os.getpid())
+
+
+def enter_memory_cgroup(scratch: str | None, settings: object) -> bool:
+    """Move this process into a memory cgroup of its own (named after ``scratch``), not
+    capped yet and without swap; False where none can be made. Moving a process between
+    cgroups waits for the kernel's RCU grace period (about 10 ms): a spare learner
+    process (see ``zygote``) pays it before its check."""
+    if not scratch or os.geteuid() != 0 or "memory" in _skip(settings):
+        return False
     base = _memory_cgroup_base()
     if base is None:
+        return False
+    try:
+        own = base / _cgroup_name(scratch)
+        own.mkdir()
+        if (own / "memory.max").exists():  # cgroup v2
+            (own / "memory.swap.max").write_text("0")
+        (own / "cgroup.procs").write_text(str(os.getpid()))
+    except OSError:
+        return False
+    return True
+
+
+def cap_memory_cgroup(
+    scratch: str | None, settings: object, megabytes: object, pid: int
+) -> str | None:
+    """Cap the memory cgroup :func:`enter_memory_cgroup` made for ``scratch``: the check's
+    memory limit, plus the scratch tmpfs, plus what process ``pid`` already has resident
+    (pages shared with the zygote are charged to the zygote until written, and writing
+    them copies them into the cgroup). Returns how, or None: not capped."""
+    base = _memory_cgroup_base()
+    if not scratch or base is None or not isinstance(megabytes, int) or megabytes <= 0:
         return None
     options: Mapping[str, object] = settings if isinstance(settings, dict) else {}
     scratch_mb = _positive(options.get("scratch_mb"), DEFAULT_SCRATCH_MB)
+    own = base / _cgroup_name(scratch)
     try:
-        with open("/proc/self/statm") as statm:
+        with open(f"/proc/{pid}/statm") as statm:
             resident = int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
         cap = (megabytes + scratch_mb) * 1024 * 1024 + resident
-        own = base / _cgroup_name(scratch)
-        own.mkdir()
         v2 = (own / "memory.max").exists()
         (own / ("memory.max" if v2 else "memory.limit_in_bytes")).write_text(str(cap))
-        if v2:
-            (own / "memory.swap.max").write_text("0")
-        (own / "cgroup.procs").write_text(str(os.getpid()))
     except OSError:
         return None
     return f"a memory cgroup of its own ({cap >> 20} MiB with torch's pages)"
@@ -820,6 +847,11 @@ def _beneath(path: Path, root: Path) -> bool:
     """``path`` is ``root`` or lies beneath it (as strings: pathlib's ``parents`` is slow)."""
     inner, outer = str(path), str(root)
     return inner == outer or inner.startswith(outer.rstrip(os.sep) + os.sep)
+
+
+def skipped(settings: object) -> bool:
+    """Whether the spawn header's settings leave any protection out."""
+    return bool(_skip(settings))
 
 
 def _skip(settings: object) -> set[str]:
