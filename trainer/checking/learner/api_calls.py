@@ -21,7 +21,7 @@ import torch.func
 from torch.autograd import forward_ad
 from torch.autograd.function import FunctionCtx
 
-from trainer.checking import values
+from trainer.checking import protocol
 from trainer.checking.learner.loading import explain_learner_error, own_graph
 
 
@@ -30,9 +30,6 @@ class _Server(Protocol):
 
     function_class: type[torch.autograd.Function] | None
     path: Any
-
-
-Reply = dict[str, Any]
 
 
 def activations(args: Sequence[Any]) -> list[Any]:
@@ -110,10 +107,9 @@ def _defines(klass: type, name: str) -> bool:
     return False
 
 
-def _leaves(request: dict[str, Any], blobs: list[bytes], key: str = "args") -> list[Any]:
-    """Decoded arguments; tensors flagged in ``requires_grad`` become leaves that require it."""
-    args: list[Any] = list(values.decode(request[key], blobs))  # type: ignore[call-overload]
-    flags = request.get("requires_grad", [])
+def _leaves(value: object, flags: Sequence[bool]) -> list[Any]:
+    """The arguments; tensors flagged in ``flags`` become leaves that require grad."""
+    args = _as_list(value)
     for index, value in enumerate(args):
         if isinstance(value, torch.Tensor) and index < len(flags) and flags[index]:
             args[index] = value.detach().requires_grad_(True)
@@ -122,6 +118,10 @@ def _leaves(request: dict[str, Any], blobs: list[bytes], key: str = "args") -> l
 
 def _as_list(result: object) -> list[Any]:
     return list(result) if isinstance(result, tuple | list) else [result]
+
+
+def _listed(value: object) -> list[Any]:
+    return list(value) if isinstance(value, tuple | list) else []
 
 
 def _loss(outputs: Sequence[Any], upstream: Sequence[Any]) -> torch.Tensor:
@@ -133,13 +133,12 @@ def _loss(outputs: Sequence[Any], upstream: Sequence[Any]) -> torch.Tensor:
     return torch.stack(terms).sum()
 
 
-def _error(server: _Server, error: BaseException, during: str) -> Reply:
+def _error(server: _Server, error: BaseException, during: str) -> protocol.LearnerError:
     message, details = explain_learner_error(error, server.path, during)
-    return {"error": {"message": message, "details": details}}
+    return protocol.LearnerError(message, details)
 
 
-def _not_loaded() -> Reply:
-    return {"error": {"message": "the class was not loaded", "details": []}}
+_NOT_LOADED = protocol.LearnerError("the class was not loaded")
 
 
 def _recorded_forward(
@@ -172,9 +171,7 @@ def _marked(outputs: Sequence[Any], tensors: object) -> list[bool]:
 # -- mark_dirty ---------------------------------------------------------------------------
 
 
-def handle_mark_dirty(
-    server: _Server, request: dict[str, Any], blobs: list[bytes], reply_blobs: list[bytes]
-) -> Reply:
+def handle_mark_dirty(server: _Server, request: protocol.MarkDirty) -> protocol.MarkDirtyReply:
     """One call on activations (non-leaf copies), as an in-place op is called in a network.
 
     Reports, per output, the input it *is* (by identity); per input, whether its
@@ -184,16 +181,16 @@ def handle_mark_dirty(
     """
     function_class = server.function_class
     if function_class is None:
-        return _not_loaded()
-    args = _leaves(request, blobs)
-    upstream = list(values.decode(request["upstream"], blobs))  # type: ignore[call-overload]
+        return protocol.MarkDirtyReply(error=_NOT_LOADED)
+    args = _leaves(request.args, request.requires_grad)
+    upstream = _listed(request.upstream)
     called = activations(args)
     before = [a.detach().clone() if isinstance(a, torch.Tensor) else None for a in called]
     try:
         applied = function_class.apply(*called)  # type: ignore[no-untyped-call]
         outputs = own_graph(_as_list(applied), function_class)
     except BaseException as error:  # the learner's code may raise anything
-        return _error(server, error, "forward")
+        return protocol.MarkDirtyReply(error=_error(server, error, "forward"))
     same = [next((i for i, a in enumerate(called) if o is a), None) for o in outputs]
     modified = [
         isinstance(a, torch.Tensor) and b is not None and not torch.equal(a.detach(), b)
@@ -215,34 +212,29 @@ def handle_mark_dirty(
     try:
         grads = torch.autograd.grad(_loss(held, upstream), leaves, allow_unused=True)
     except BaseException as error:  # the learner's backward may raise anything
-        return _error(server, error, "backward")
-    return {
-        "same": same,
-        "modified": modified,
-        "rebased": rebased,
-        "grads": values.encode(list(grads), reply_blobs),
-    }
+        return protocol.MarkDirtyReply(error=_error(server, error, "backward"))
+    return protocol.MarkDirtyReply(same=same, modified=modified, rebased=rebased, grads=list(grads))
 
 
 # -- mark_non_differentiable --------------------------------------------------------------
 
 
 def handle_non_differentiable(
-    server: _Server, request: dict[str, Any], blobs: list[bytes], reply_blobs: list[bytes]
-) -> Reply:
+    server: _Server, request: protocol.NonDifferentiable
+) -> protocol.NonDifferentiableReply:
     """The outputs as autograd sees them after ``apply`` (requires grad or not), which
     outputs forward marked non-differentiable, and the gradients of the differentiable
     outputs weighted by ``upstream``."""
     function_class = server.function_class
     if function_class is None:
-        return _not_loaded()
-    args = _leaves(request, blobs)
-    upstream = list(values.decode(request["upstream"], blobs))  # type: ignore[call-overload]
+        return protocol.NonDifferentiableReply(error=_NOT_LOADED)
+    args = _leaves(request.args, request.requires_grad)
+    upstream = _listed(request.upstream)
     try:
         applied = function_class.apply(*activations(args))  # type: ignore[no-untyped-call]
         outputs = own_graph(_as_list(applied), function_class)
     except BaseException as error:  # the learner's code may raise anything
-        return _error(server, error, "forward")
+        return protocol.NonDifferentiableReply(error=_error(server, error, "forward"))
     requires = [isinstance(o, torch.Tensor) and o.requires_grad for o in outputs]
     leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
     grads: list[Any] = []
@@ -251,25 +243,23 @@ def handle_non_differentiable(
         try:
             grads = list(torch.autograd.grad(_loss(used, upstream), leaves, allow_unused=True))
         except BaseException as error:  # the learner's backward may raise anything
-            return _error(server, error, "backward")
+            return protocol.NonDifferentiableReply(error=_error(server, error, "backward"))
     try:
         recorded, ctx = _recorded_forward(function_class, args)
     except BaseException as error:  # the learner's code may raise anything
-        return _error(server, error, "forward")
-    return {
-        "outputs": values.encode(outputs, reply_blobs),
-        "requires_grad": requires,
-        "marked": _marked(recorded, getattr(ctx, "non_differentiable", ())),
-        "grads": values.encode(grads, reply_blobs),
-    }
+        return protocol.NonDifferentiableReply(error=_error(server, error, "forward"))
+    return protocol.NonDifferentiableReply(
+        outputs=outputs,
+        requires_grad=requires,
+        marked=_marked(recorded, getattr(ctx, "non_differentiable", ())),
+        grads=grads,
+    )
 
 
 # -- jvp (forward-mode AD) ----------------------------------------------------------------
 
 
-def handle_jvp(
-    server: _Server, request: dict[str, Any], blobs: list[bytes], reply_blobs: list[bytes]
-) -> Reply:
+def handle_jvp(server: _Server, request: protocol.Jvp) -> protocol.JvpReply:
     """Output tangents for each set of input tangents, through dual tensors
     (``torch.autograd.forward_ad``) and through ``torch.func.jvp``.
 
@@ -279,27 +269,20 @@ def handle_jvp(
     """
     function_class = server.function_class
     if function_class is None:
-        return _not_loaded()
-    args: list[Any] = list(values.decode(request["args"], blobs))  # type: ignore[call-overload]
-    sets = [list(values.decode(s, blobs)) for s in request.get("tangents", [])]  # type: ignore[call-overload]
+        return protocol.JvpReply(error=_NOT_LOADED)
+    args = _listed(request.args)
+    sets = [_listed(s) for s in _listed(request.tangents)]
     has_setup = _defines(function_class, "setup_context")
-    reply: Reply = {
-        "has_jvp": _defines(function_class, "jvp"),
-        "has_setup_context": has_setup,
-        "dual": [],
-        "func": [],
-    }
+    reply = protocol.JvpReply(has_jvp=_defines(function_class, "jvp"), has_setup_context=has_setup)
     try:
         _, ctx = _recorded_forward(function_class, args)
-        reply["saves_for_forward"] = getattr(ctx, "saved_for_forward", None) is not None
+        reply.saves_for_forward = getattr(ctx, "saved_for_forward", None) is not None
     except BaseException:  # forward parity says what is wrong with forward
-        reply["saves_for_forward"] = False
+        reply.saves_for_forward = False
     for tangents in sets:
-        reply["dual"].append(_dual_tangents(server, function_class, args, tangents, reply_blobs))
+        reply.dual.append(_dual_tangents(server, function_class, args, tangents))
         if has_setup:
-            reply["func"].append(
-                _func_tangents(server, function_class, args, tangents, reply_blobs)
-            )
+            reply.func.append(_func_tangents(server, function_class, args, tangents))
     return reply
 
 
@@ -308,8 +291,7 @@ def _dual_tangents(
     function_class: type[torch.autograd.Function],
     args: list[Any],
     tangents: list[Any],
-    reply_blobs: list[bytes],
-) -> Reply:
+) -> protocol.Tangents:
     try:
         with forward_ad.dual_level():
             duals = [
@@ -327,8 +309,8 @@ def _dual_tangents(
             ]
             found = [t.clone() if isinstance(t, torch.Tensor) else None for t in found]
     except BaseException as error:  # the learner's code may raise anything
-        return _error(server, error, "jvp (dual tensors)")
-    return {"tangents": values.encode(found, reply_blobs)}
+        return protocol.Tangents(error=_error(server, error, "jvp (dual tensors)"))
+    return protocol.Tangents(tangents=found)
 
 
 def _func_tangents(
@@ -336,8 +318,7 @@ def _func_tangents(
     function_class: type[torch.autograd.Function],
     args: list[Any],
     tangents: list[Any],
-    reply_blobs: list[bytes],
-) -> Reply:
+) -> protocol.Tangents:
     positions = [
         i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.is_floating_point()
     ]
@@ -356,16 +337,14 @@ def _func_tangents(
     try:
         found = torch.func.jvp(call, primals, directions)[1]
     except BaseException as error:  # the learner's code may raise anything
-        return _error(server, error, "torch.func.jvp")
-    return {"tangents": values.encode(_as_list(found), reply_blobs)}
+        return protocol.Tangents(error=_error(server, error, "torch.func.jvp"))
+    return protocol.Tangents(tangents=_as_list(found))
 
 
 # -- vmap ---------------------------------------------------------------------------------
 
 
-def handle_vmap(
-    server: _Server, request: dict[str, Any], blobs: list[bytes], reply_blobs: list[bytes]
-) -> Reply:
+def handle_vmap(server: _Server, request: protocol.Vmap) -> protocol.VmapReply:
     """The Function over a batch with ``torch.func.vmap``.
 
     ``mode`` is ``forward`` (the batched outputs), ``engine`` (the batched outputs
@@ -376,17 +355,17 @@ def handle_vmap(
     """
     function_class = server.function_class
     if function_class is None:
-        return _not_loaded()
+        return protocol.VmapReply(error=_NOT_LOADED)
     has_setup = _defines(function_class, "setup_context")
     has_rule = bool(getattr(function_class, "generate_vmap_rule", False)) or _defines(
         function_class, "vmap"
     )
-    reply: Reply = {"has_setup_context": has_setup, "has_vmap_rule": has_rule}
+    reply = protocol.VmapReply(has_setup_context=has_setup, has_vmap_rule=has_rule)
     if not has_setup or not has_rule:
         return reply
-    args = _leaves(request, blobs)
-    dims = [d if isinstance(d, int) else None for d in request.get("in_dims", [])]
-    upstream = list(values.decode(request.get("upstream", {"t": "list", "items": []}), blobs))  # type: ignore[call-overload]
+    args = _leaves(request.args, request.requires_grad)
+    dims = request.in_dims
+    upstream = _listed(request.upstream)
     positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
 
     def call(*tensors: torch.Tensor) -> Any:
@@ -397,7 +376,7 @@ def handle_vmap(
 
     tensors = [args[i] for i in positions]
     in_dims = tuple(dims[i] for i in positions)
-    mode = str(request.get("mode", "forward"))
+    mode = request.mode
     try:
         if mode == "grad":
             wanting = tuple(i for i, t in enumerate(tensors) if t.requires_grad)
@@ -410,38 +389,36 @@ def handle_vmap(
             grads = torch.func.vmap(
                 torch.func.grad(loss, argnums=wanting), in_dims=(*in_dims, *[0] * len(upstream))
             )(*plain, *upstream)
-            reply["grads"] = values.encode(list(grads), reply_blobs)
+            reply.grads = list(grads)
             return reply
         outputs = _as_list(torch.func.vmap(call, in_dims=in_dims)(*tensors))
-        reply["outputs"] = values.encode(outputs, reply_blobs)
+        reply.outputs = outputs
         if mode == "engine":
             leaves = [t for t in tensors if t.requires_grad]
             found = torch.autograd.grad(_loss(outputs, upstream), leaves, allow_unused=True)
-            reply["grads"] = values.encode(list(found), reply_blobs)
+            reply.grads = list(found)
     except BaseException as error:  # the learner's code may raise anything
-        return _error(server, error, "torch.func.vmap")
+        return protocol.VmapReply(error=_error(server, error, "torch.func.vmap"))
     return reply
 
 
 # -- second derivatives -------------------------------------------------------------------
 
 
-def handle_second_order(
-    server: _Server, request: dict[str, Any], blobs: list[bytes], reply_blobs: list[bytes]
-) -> Reply:
+def handle_second_order(server: _Server, request: protocol.SecondOrder) -> protocol.SecondReply:
     """d<grads, vector>/d(inputs, upstream): backward differentiated once more, as
     torch's gradgradcheck does, with respect to the inputs *and* grad_output."""
     function_class = server.function_class
     if function_class is None:
-        return _not_loaded()
-    args = _leaves(request, blobs)
+        return protocol.SecondReply(error=_NOT_LOADED)
+    args = _leaves(request.args, request.requires_grad)
     upstream = [
         u.detach().requires_grad_(True)
         if isinstance(u, torch.Tensor) and u.is_floating_point()
         else u
-        for u in values.decode(request["upstream"], blobs)  # type: ignore[attr-defined]
+        for u in _listed(request.upstream)
     ]
-    vector = list(values.decode(request["vector"], blobs))  # type: ignore[call-overload]
+    vector = _listed(request.vector)
     leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
     try:
         applied = function_class.apply(*activations(args))  # type: ignore[no-untyped-call]
@@ -449,13 +426,13 @@ def handle_second_order(
         floats, weights = differentiable(outputs, upstream)
         grads = vector_jacobian(floats, leaves, weights)
     except BaseException as error:  # the learner's code may raise anything
-        return _error(server, error, "backward")
+        return protocol.SecondReply(error=_error(server, error, "backward"))
     pairs = [
         (g, v) for g, v in zip(grads, vector, strict=True) if g is not None and g.requires_grad
     ]
     targets = [*leaves, *[u for u in weights if isinstance(u, torch.Tensor)]]
     if not pairs:
-        return {"second": values.encode([None] * len(targets), reply_blobs), "detached": True}
+        return protocol.SecondReply(second=[None] * len(targets), detached=True)
     try:
         total = torch.stack([(g * v).sum() for g, v in pairs]).sum()
         second = torch.autograd.grad(total, targets, allow_unused=True, retain_graph=True)
@@ -464,5 +441,5 @@ def handle_second_order(
             # (@once_differentiable) raises only when the whole graph runs.
             torch.autograd.backward(total)
     except BaseException as error:  # the learner's code may raise anything
-        return _error(server, error, "double backward")
-    return {"second": values.encode(list(second), reply_blobs), "detached": False}
+        return protocol.SecondReply(error=_error(server, error, "double backward"))
+    return protocol.SecondReply(second=list(second), detached=False)

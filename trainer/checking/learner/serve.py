@@ -27,7 +27,7 @@ from typing import Any
 
 import torch
 
-from trainer.checking import transport, values
+from trainer.checking import protocol, transport
 from trainer.checking.learner import api_calls
 from trainer.checking.learner.derivation import DerivationWatch
 from trainer.checking.learner.derivation import explain as explain_derivation
@@ -59,63 +59,45 @@ class _Server:
         self.guard = NamespaceGuard.for_torch(
             [torch.Tensor, torch.autograd.Function, torch.autograd.function.BackwardCFunction]
         )
-        self.protection: dict[str, Any] | None = None  # host protection, set before load
+        self.protection_level: dict[str, Any] | None = None  # host protection, before load
         # Watches the import and every call of the class's methods, in every request,
         # until the process ends; the by_hand request reports what it saw.
         self.watch = DerivationWatch()
 
     def handle(
-        self, request: dict[str, Any], blobs: list[bytes]
+        self, header: dict[str, Any], blobs: list[bytes]
     ) -> tuple[dict[str, Any], list[bytes]]:
+        """One request, as :mod:`protocol` declares it, to its handler; the reply encoded."""
         try:
-            return self._handle(request, blobs)
-        except Exception as error:  # e.g. a returned value that cannot be sent back
-            message = f"what your code returned could not be read ({type(error).__name__}: {error})"
-            return {"error": {"message": message, "details": []}}, []
-
-    def _handle(
-        self, request: dict[str, Any], blobs: list[bytes]
-    ) -> tuple[dict[str, Any], list[bytes]]:
-        op = request.get("op")
-        reply_blobs: list[bytes] = []
-        reply: dict[str, Any]
+            request = protocol.decode_request(header, blobs)
+        except transport.WireError as error:
+            message = f"the checker sent a request this process cannot read ({error})"
+            return protocol.Reply(error=protocol.LearnerError(message)).encode()
         self.watch.hold()
-        if op == "protection":  # asked before load: a file that ends its process at
-            reply = {"protection": self.protection}  # import still has its level named
-        elif op == "load":
-            reply = self.load()
-        elif op == "forward":
-            reply = self.forward(request, blobs, reply_blobs)
-        elif op == "backward":
-            reply = self.backward(request, blobs, reply_blobs)
-        elif op == "double":
-            reply = self.double(request, blobs, reply_blobs)
-        elif op == "train":
-            reply = self.train(request, blobs, reply_blobs)
-        elif op == "by_hand":
-            reply = self.by_hand(request, blobs)
-        elif op == "api_mark_dirty":
-            reply = api_calls.handle_mark_dirty(self, request, blobs, reply_blobs)
-        elif op == "api_non_differentiable":
-            reply = api_calls.handle_non_differentiable(self, request, blobs, reply_blobs)
-        elif op == "api_jvp":
-            reply = api_calls.handle_jvp(self, request, blobs, reply_blobs)
-        elif op == "api_vmap":
-            reply = api_calls.handle_vmap(self, request, blobs, reply_blobs)
-        elif op == "api_second_order":
-            reply = api_calls.handle_second_order(self, request, blobs, reply_blobs)
-        elif op == "reset":
-            self.handles.clear()
-            reply = {}
-        else:
-            reply = {"error": {"message": f"unknown request {op!r}", "details": []}}
-        patched = self.guard.restore()
-        if patched:
-            reply["patched"] = patched
-        return reply, reply_blobs
+        try:
+            reply = request.handle(self)
+        except Exception as error:  # e.g. a returned value that cannot be read
+            reply = _unreadable(error)
+        reply.patched = self.guard.restore()
+        try:
+            return reply.encode()
+        except Exception as error:  # a returned value that cannot be sent back
+            return _unreadable(error).encode()
 
-    def load(self) -> dict[str, Any]:
-        reply: dict[str, Any] = {"protection": self.protection}
+    # -- the handlers (protocol.LearnerSide) -----------------------------------------------
+
+    def failed(self, error: BaseException, during: str) -> protocol.LearnerError:
+        return learner_error(error, self.path, during)
+
+    def protection(self, request: protocol.Protection) -> protocol.ProtectionReply:
+        return protocol.ProtectionReply(protection=self.protection_level)
+
+    def reset(self, request: protocol.Reset) -> protocol.Reply:
+        self.handles.clear()
+        return protocol.Reply()
+
+    def load(self, request: protocol.Load) -> protocol.LoadReply:
+        reply = protocol.LoadReply(protection=self.protection_level)
         if not self.watch.started:
             self.watch.start()
         module = None
@@ -125,60 +107,51 @@ class _Server:
             self.function_class = find_function_class(module, self.exercise, self.path)
             self.watch.adopt(self.function_class)
         except LearnerProblem as problem:
-            reply["problem"] = {"message": problem.message, "details": problem.details}
+            reply.problem = protocol.LearnerError(problem.message, problem.details)
         else:
-            reply["optional_inputs"] = _optional_inputs(self.function_class)
+            reply.optional_inputs = _optional_inputs(self.function_class)
         self.watch.see_source(self.source, module)
         return reply
 
-    def forward(
-        self, request: dict[str, Any], blobs: list[bytes], reply_blobs: list[bytes]
-    ) -> dict[str, Any]:
+    def forward(self, request: protocol.Forward) -> protocol.ForwardReply:
         function_class = self.function_class
         if function_class is None:
-            return {"error": {"message": "the class was not loaded", "details": []}}
-        args = _arguments(request, blobs)
-        flags = request.get("requires_grad", [])
+            return protocol.ForwardReply(error=NOT_LOADED)
+        args = _arguments(request.args, request.requires_grad, request.device)
         try:
             result = function_class.apply(*api_calls.activations(args))  # type: ignore[no-untyped-call]
         except BaseException as error:  # the learner's code may raise anything
-            message, details = explain_learner_error(error, self.path, "forward")
-            return {"error": {"message": message, "details": details}}
-        reply: dict[str, Any] = {"outputs": values.encode(result, reply_blobs)}
+            return protocol.ForwardReply(error=learner_error(error, self.path, "forward"))
+        reply = protocol.ForwardReply(outputs=result)
         outputs = result if isinstance(result, tuple | list) else (result,)
         tensors = [o for o in outputs if isinstance(o, torch.Tensor)]
         ctx = next((t.grad_fn for t in tensors if t.grad_fn is not None), None)
-        if any(flags):
+        if any(request.requires_grad):
             if ctx is None:
-                reply["no_graph"] = True
+                reply.no_graph = True
             elif not recorded_by(ctx, function_class):
-                reply["foreign_graph"] = True
-            elif request.get("keep", True):
+                reply.foreign_graph = True
+            elif request.keep:
                 self.next_handle += 1
                 self.handles[self.next_handle] = (result, ctx)
-                reply["handle"] = self.next_handle
-                reply["advice"] = _advice(ctx)
+                reply.handle = self.next_handle
+                reply.advice = _advice(ctx)
         return reply
 
-    def double(
-        self, request: dict[str, Any], blobs: list[bytes], reply_blobs: list[bytes]
-    ) -> dict[str, Any]:
+    def double(self, request: protocol.Double) -> protocol.SecondReply:
         function_class = self.function_class
         if function_class is None:
-            return {"error": {"message": "the class was not loaded", "details": []}}
-        args = _arguments(request, blobs)
-        upstream = list(values.decode(request["upstream"], blobs))  # type: ignore[call-overload]
-        vector = list(values.decode(request["vector"], blobs))  # type: ignore[call-overload]
+            return protocol.SecondReply(error=NOT_LOADED)
+        args = _arguments(request.args, request.requires_grad)
         try:
-            second = _double(function_class, args, upstream, vector)
+            second = _double(
+                function_class, args, _listed(request.upstream), _listed(request.vector)
+            )
         except BaseException as error:  # the learner's code may raise anything
-            message, details = explain_learner_error(error, self.path, "double backward")
-            return {"error": {"message": message, "details": details}}
-        return {"second": values.encode(second, reply_blobs)}
+            return protocol.SecondReply(error=learner_error(error, self.path, "double backward"))
+        return protocol.SecondReply(second=second)
 
-    def train(
-        self, request: dict[str, Any], blobs: list[bytes], reply_blobs: list[bytes]
-    ) -> dict[str, Any]:
+    def train(self, request: protocol.Train) -> protocol.TrainReply:
         """The Function used as a training loop uses it, through autograd's own engine.
 
         ``sets`` are calls (arguments, flags, upstream gradients); ``scenario`` says
@@ -189,8 +162,8 @@ class _Server:
         """
         function_class = self.function_class
         if function_class is None:
-            return {"error": {"message": "the class was not loaded", "details": []}}
-        if request.get("fresh"):
+            return protocol.TrainReply(error=NOT_LOADED)
+        if request.fresh:
             # A fresh copy of the file (module, class, globals: no state of earlier
             # calls), to tell a formula that is wrong for these inputs from kept state.
             try:
@@ -198,46 +171,42 @@ class _Server:
                     module = import_source(self.source, self.path)
                 function_class = find_function_class(module, self.exercise, self.path)
             except LearnerProblem as problem:
-                return {"error": {"message": problem.message, "details": problem.details}}
+                return protocol.TrainReply(
+                    error=protocol.LearnerError(problem.message, problem.details)
+                )
             self.watch.adopt(function_class, also=True)
         sets = [
-            (
-                _arguments(item, blobs),
-                list(values.decode(item["upstream"], blobs)),  # type: ignore[call-overload]
-            )
-            for item in request.get("sets", [])
+            (_arguments(item.args, item.requires_grad), _listed(item.upstream))
+            for item in request.sets
         ]
-        scenario = str(request.get("scenario"))
-        order = [int(i) for i in request.get("order", range(len(sets)))]
-        shared = [int(i) for i in request.get("shared", [])]
+        order = request.order if request.order is not None else list(range(len(sets)))
         try:
             with self.watch.counted() as own_pass:
                 result = _train(
                     function_class,
-                    scenario,
+                    request.scenario,
                     sets,
                     order,
-                    float(request.get("budget", 3.0)),
-                    shared,
+                    request.budget,
+                    request.shared,
                     own_pass,
                 )
         except BaseException as error:  # the learner's code may raise anything
-            message, details = explain_learner_error(error, self.path, "backward")
-            return {"error": {"message": message, "details": details}}
+            return protocol.TrainReply(error=learner_error(error, self.path, "backward"))
         stacked = _stacked(result)
         if stacked is not None:
-            return {"stacked": values.encode(stacked, reply_blobs), "calls": len(result)}
-        return {"grads": values.encode(result, reply_blobs)}
+            return protocol.TrainReply(stacked=stacked, calls=len(result))
+        return protocol.TrainReply(grads=result)
 
-    def by_hand(self, request: dict[str, Any], blobs: list[bytes]) -> dict[str, Any]:
+    def by_hand(self, request: protocol.ByHand) -> protocol.ByHandReply:
         """One more forward and backward as autograd's engine runs them, and one backward
         called directly; then everything the watch saw since the file was imported:
         the import, and every call of the class's methods in every request."""
         function_class = self.function_class
         if function_class is None:
-            return {"error": {"message": "the class was not loaded", "details": []}}
-        args = _arguments(request, blobs)
-        upstream = list(values.decode(request["upstream"], blobs))  # type: ignore[call-overload]
+            return protocol.ByHandReply(error=NOT_LOADED)
+        args = _arguments(request.args, request.requires_grad)
+        upstream = _listed(request.upstream)
         try:
             for style in ("engine", "direct"):
                 fresh, leaves = _fresh(args)
@@ -249,48 +218,80 @@ class _Server:
                     with torch.no_grad():
                         node.apply(*upstream)
         except BaseException as error:  # the learner's code may raise anything
-            message, details = explain_learner_error(error, self.path, "backward")
-            return {"error": {"message": message, "details": details}}
+            return protocol.ByHandReply(error=learner_error(error, self.path, "backward"))
         self.watch.hold()  # what these calls removed counts too
         findings = self.watch.findings
         if not findings:
-            return {"findings": []}
+            return protocol.ByHandReply()
         message, details = explain_derivation(findings)
-        return {
-            "findings": sorted({f.call for f in findings}),
-            "message": message,
-            "details": details,
-        }
+        return protocol.ByHandReply(
+            findings=sorted({f.call for f in findings}), message=message, details=details
+        )
 
-    def backward(
-        self, request: dict[str, Any], blobs: list[bytes], reply_blobs: list[bytes]
-    ) -> dict[str, Any]:
+    def backward(self, request: protocol.Backward) -> protocol.BackwardReply:
         function_class = self.function_class
-        stored = self.handles.get(int(request.get("handle", -1)))
+        stored = self.handles.get(request.handle_id)
         if function_class is None or stored is None:
-            return {"error": {"message": "no forward call to take the backward of", "details": []}}
+            return protocol.BackwardReply(
+                error=protocol.LearnerError("no forward call to take the backward of")
+            )
         _, ctx = stored
-        grads = list(values.decode(request["grads"], blobs))  # type: ignore[call-overload]
-        device = str(request.get("device", "cpu"))
-        if device != "cpu":
-            grads = [g.to(device) if isinstance(g, torch.Tensor) else g for g in grads]
+        grads = _listed(request.grads)
+        if request.device != "cpu":
+            grads = [g.to(request.device) if isinstance(g, torch.Tensor) else g for g in grads]
         before = [g.clone() if isinstance(g, torch.Tensor) else None for g in grads]
         if not recorded_by(ctx, function_class):  # changed since forward returned
-            return {"error": {"message": foreign_graph(function_class.__name__), "details": []}}
+            return protocol.BackwardReply(
+                error=protocol.LearnerError(foreign_graph(function_class.__name__))
+            )
         try:
             # As autograd's engine calls it: through the node's own `apply` (which
             # also takes `vjp`, backward's alias), with grad mode off.
             with torch.no_grad():
                 result = ctx.apply(*grads)
         except BaseException as error:  # the learner's code may raise anything
-            message, details = explain_learner_error(error, self.path, "backward")
-            return {"error": {"message": message, "details": details}}
+            return protocol.BackwardReply(error=learner_error(error, self.path, "backward"))
         modified = [
             i
             for i, (g, b) in enumerate(zip(grads, before, strict=True))
             if isinstance(g, torch.Tensor) and b is not None and not torch.equal(g, b)
         ]
-        return {"result": values.encode(result, reply_blobs), "modified": modified}
+        return protocol.BackwardReply(result=result, modified=modified)
+
+    def mark_dirty(self, request: protocol.MarkDirty) -> protocol.MarkDirtyReply:
+        return api_calls.handle_mark_dirty(self, request)
+
+    def non_differentiable(
+        self, request: protocol.NonDifferentiable
+    ) -> protocol.NonDifferentiableReply:
+        return api_calls.handle_non_differentiable(self, request)
+
+    def jvp(self, request: protocol.Jvp) -> protocol.JvpReply:
+        return api_calls.handle_jvp(self, request)
+
+    def vmap(self, request: protocol.Vmap) -> protocol.VmapReply:
+        return api_calls.handle_vmap(self, request)
+
+    def second_order(self, request: protocol.SecondOrder) -> protocol.SecondReply:
+        return api_calls.handle_second_order(self, request)
+
+
+NOT_LOADED = protocol.LearnerError("the class was not loaded")
+
+
+def learner_error(error: BaseException, path: Path, during: str) -> protocol.LearnerError:
+    """What the learner reads when its code raised ``error`` ``during`` a call."""
+    message, details = explain_learner_error(error, path, during)
+    return protocol.LearnerError(message, details)
+
+
+def _unreadable(error: Exception) -> protocol.Reply:
+    message = f"what your code returned could not be read ({type(error).__name__}: {error})"
+    return protocol.Reply(error=protocol.LearnerError(message))
+
+
+def _listed(value: object) -> list[Any]:
+    return list(value) if isinstance(value, tuple | list) else []
 
 
 def _optional_inputs(function_class: type) -> int:
@@ -312,11 +313,9 @@ def _optional_inputs(function_class: type) -> int:
     )
 
 
-def _arguments(request: dict[str, Any], blobs: list[bytes]) -> list[Any]:
+def _arguments(args_value: object, flags: list[bool], device: str = "cpu") -> list[Any]:
     """forward's arguments: on the requested device, leaves requiring grad as flagged."""
-    args: list[Any] = list(values.decode(request["args"], blobs))  # type: ignore[call-overload]
-    device = str(request.get("device", "cpu"))
-    flags = request.get("requires_grad", [])
+    args = _listed(args_value)
     for index, value in enumerate(args):
         if isinstance(value, torch.Tensor):
             if device != "cpu":
@@ -605,7 +604,7 @@ def run(task: LearnerTask) -> None:
     source = str(learner.get("source", ""))
     os.chdir(str(learner.get("cwd") or path.parent))
     server = _Server(expected, source, path)
-    server.protection = task.protection.to_dict() if task.protection else None
+    server.protection_level = task.protection.to_dict() if task.protection else None
     code = 0
     try:
         while True:

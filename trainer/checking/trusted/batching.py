@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
-from trainer.checking import values
+from trainer.checking import protocol
 from trainer.checking.trusted.compare import compare_tensor
-from trainer.checking.trusted.function_api import ask, decoded_list, fault_failure, mistake
+from trainer.checking.trusted.function_api import decoded_list, fault_failure, mistake
 from trainer.checking.trusted.plan import Run, evaluate_reference
 from trainer.checking.trusted.proxy import LearnerFault
 from trainer.checking.trusted.stages import Checked, Failure, StageOutcome, output_name, summarise
@@ -70,25 +70,18 @@ def _expected(
     return [torch.stack([s[k] for s in samples]) for k in range(len(samples[0]))], {}
 
 
-def _request(
-    runs: Sequence[Run], dims: Sequence[int | None], mode: str
-) -> tuple[dict[str, Any], list[bytes]]:
-    blobs: list[bytes] = []
+def _request(runs: Sequence[Run], dims: Sequence[int | None], mode: str) -> protocol.Vmap:
     first = runs[0]
     names = first.grad_names()
-    args = [_stacked(runs, i, d) for i, d in enumerate(dims)]
-    upstream = [torch.stack([r.upstream[k] for r in runs]) for k in range(len(first.upstream))]
-    request = {
-        "op": "api_vmap",
-        "mode": mode,
-        "args": values.encode(args, blobs),
-        "in_dims": list(dims),
-        "requires_grad": [
+    return protocol.Vmap(
+        mode=mode,
+        args=[_stacked(runs, i, d) for i, d in enumerate(dims)],
+        in_dims=list(dims),
+        requires_grad=[
             p.name in names and d is not None for p, d in zip(first.params, dims, strict=True)
         ],
-        "upstream": values.encode(upstream, blobs),
-    }
-    return request, blobs
+        upstream=[torch.stack([r.upstream[k] for r in runs]) for k in range(len(first.upstream))],
+    )
 
 
 def _dims_words(checked: Checked, dims: Sequence[int | None]) -> str:
@@ -158,20 +151,19 @@ def _vmap_failure(checked: Checked) -> Failure | None:
         )
     for number, dims in enumerate(patterns):
         words = f"under torch.func.vmap with {_dims_words(checked, dims)}"
-        request, blobs = _request(runs, dims, "forward")
         try:
-            reply, reply_blobs = ask(checked, request, blobs)
+            reply = checked.sandbox.answer(_request(runs, dims, "forward"))
         except LearnerFault as fault:
             return _error_failure(first, fault, words)
         if number == 0:
-            if not reply.get("has_setup_context"):
+            if not reply.has_setup_context:
                 text = (
                     "forward takes ctx, so torch.func.vmap cannot use the Function: torch.func "
                     "transforms need forward(*inputs) without ctx and a "
                     "setup_context(ctx, inputs, output) that saves what backward needs"
                 )
                 return Failure(None, text, diagnosis=mistake("no_setup_context", text))
-            if not reply.get("has_vmap_rule"):
+            if not reply.has_vmap_rule:
                 text = (
                     f"`{name}` has neither generate_vmap_rule = True nor a vmap staticmethod, "
                     "so torch.func.vmap cannot batch it"
@@ -179,7 +171,7 @@ def _vmap_failure(checked: Checked) -> Failure | None:
                 return Failure(None, text, diagnosis=mistake("no_vmap_rule", text))
         want, _ = _expected(checked, runs, dims)
         failure = _compare_outputs(
-            checked, first, decoded_list(reply, "outputs", reply_blobs), want, words
+            checked, first, decoded_list(reply.outputs, "outputs"), want, words
         )
         if failure is not None:
             return failure
@@ -190,14 +182,11 @@ def _vmap_failure(checked: Checked) -> Failure | None:
         ("engine", "with gradients through the vmapped Function (your backward runs under vmap)"),
         ("grad", "with per-sample gradients, torch.func.vmap(torch.func.grad(loss))"),
     ):
-        request, blobs = _request(runs, dims, mode)
         try:
-            reply, reply_blobs = ask(checked, request, blobs)
+            reply = checked.sandbox.answer(_request(runs, dims, mode))
         except LearnerFault as fault:
             return _error_failure(first, fault, words)
-        failure = _compare_grads(
-            first, names, decoded_list(reply, "grads", reply_blobs), grads, words
-        )
+        failure = _compare_grads(first, names, decoded_list(reply.grads, "grads"), grads, words)
         if failure is not None:
             return failure
     return None

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from trainer.checking import values
+from trainer.checking import protocol
 from trainer.checking.trusted.diagnosis import named
 from trainer.checking.trusted.proxy import LearnerFault
 from trainer.checking.trusted.stages import FAIL, PASS, Checked, StageOutcome, explain
@@ -27,35 +27,20 @@ def by_hand_stage(checked: Checked) -> StageOutcome:
     )
     for run in runs:
         names = run.grad_names()
-        blobs: list[bytes] = []
-        request = {
-            "op": "by_hand",
-            "args": values.encode(list(run.args), blobs),
-            "requires_grad": [p.name in names for p in run.params],
-            "upstream": values.encode(list(run.upstream), blobs),
-        }
-        reply, _ = checked.sandbox.call(request, blobs)
-        error = reply.get("error")
-        if isinstance(error, dict):
-            details = error.get("details", [])
-            message, more = explain(
-                LearnerFault(
-                    str(error.get("message")),
-                    [str(d) for d in details] if isinstance(details, list) else [],
-                ),
-                "backward",
+        reply = checked.sandbox.call(
+            protocol.ByHand(
+                args=list(run.args),
+                requires_grad=[p.name in names for p in run.params],
+                upstream=list(run.upstream),
             )
+        )
+        if reply.error is not None:
+            fault = LearnerFault(reply.error.message, reply.error.details)
+            message, more = explain(fault, "backward")
             return StageOutcome(FAIL, message, more)
-        findings = reply.get("findings")
-        if isinstance(findings, list) and findings:
-            text = str(reply.get("message", "backward lets torch derive the gradient"))
-            details = reply.get("details", [])
-            return StageOutcome(
-                FAIL,
-                text,
-                [str(d) for d in details] if isinstance(details, list) else [],
-                named("derived_by_torch", text),
-            )
+        if reply.findings:
+            text = reply.message or "backward lets torch derive the gradient"
+            return StageOutcome(FAIL, text, reply.details, named("derived_by_torch", text))
     return StageOutcome(
         PASS,
         "from its import to the last call of the check, your file derives the gradient "

@@ -41,16 +41,17 @@ def _raw_return(checked: Checked, run: Run, notes: set[str]) -> Failure | None:
     params = run.params
     flags = [isinstance(p, TensorParam) and p.requires_grad for p in params]
     try:
-        result, reply = sandbox.forward(run.fresh_args(), flags)
-        forward_outputs(result, exercise)
+        reply = sandbox.forward(run.fresh_args(), flags)
+        forward_outputs(reply.outputs, exercise)
     except LearnerFault as fault:
         return Failure(run, f"forward failed: {fault.message}", fault.details)
-    handle = reply.get("handle")
-    if not isinstance(handle, int):
+    handle = reply.handle
+    if handle is None:
         return Failure(run, "forward's output is not connected to your backward")
-    _advise(checked, run, reply.get("advice"), notes)
+    _advise(checked, run, reply.advice, notes)
     try:
-        raw, back = sandbox.backward(handle, run.upstream)
+        back = sandbox.backward(handle, run.upstream)
+        raw = back.result
     except LearnerFault as fault:
         return Failure(run, fault.message, fault.details)
 
@@ -102,8 +103,7 @@ def _raw_return(checked: Checked, run: Run, notes: set[str]) -> Failure | None:
                 "its float64 values are all float32 numbers. Keep grad_output's dtype "
                 "(multiply by a bool mask, or use mask.to(grad_output.dtype))"
             )
-    modified = back.get("modified")
-    if isinstance(modified, list) and modified:
+    if back.modified:
         return Failure(
             run,
             "backward modified grad_output in place (e.g. grad_output[mask] = 0 or "
@@ -191,11 +191,10 @@ def _shape_failure(run: Run, name: str, expected: torch.Tensor, value: torch.Ten
 def _raw_values(checked: Checked, run: Run, flags: list[bool], layout: str) -> tuple[object, ...]:
     """backward's return for an upstream gradient of ones, handed over in ``layout``."""
     sandbox = checked.sandbox
-    _, reply = sandbox.forward(run.fresh_args(), flags)
-    handle = reply.get("handle")
-    if not isinstance(handle, int):
+    handle = sandbox.forward(run.fresh_args(), flags).handle
+    if handle is None:
         raise LearnerFault("forward's output is not connected to your backward")
-    raw, _ = sandbox.backward(handle, run.ones, layout=layout)
+    raw = sandbox.backward(handle, run.ones, layout=layout).result
     return tuple(raw) if isinstance(raw, tuple | list) else (raw,)
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from trainer.checking import values
+from trainer.checking import protocol
 from trainer.checking.trusted.compare import compare_tensor
 from trainer.checking.trusted.numeric import central_differences
 from trainer.checking.trusted.plan import Run
@@ -50,19 +50,11 @@ def _double_backward_failure(checked: Checked, run: Run) -> Failure | None:
         )
         for n in names
     )
-    blobs: list[bytes] = []
-    request = {
-        "op": "double",
-        "args": values.encode(list(args), blobs),
-        "requires_grad": flags,
-        "upstream": values.encode(list(run.upstream), blobs),
-        "vector": values.encode(list(vector), blobs),
-    }
-    reply, reply_blobs = sandbox.call(request, blobs)
-    error = reply.get("error")
-    if isinstance(error, dict):
-        raise LearnerFault(str(error.get("message")), [str(d) for d in error.get("details", [])])
-    analytical = values.decode(reply.get("second"), reply_blobs)
+    analytical = sandbox.answer(
+        protocol.Double(
+            args=list(args), requires_grad=flags, upstream=list(run.upstream), vector=list(vector)
+        )
+    ).second
     if not isinstance(analytical, list | tuple):
         return Failure(run, "the second-order gradients could not be read")
     eps = checked.exercise.tolerances.gradcheck_eps

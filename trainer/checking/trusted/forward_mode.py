@@ -14,13 +14,12 @@ input.
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import torch
 
-from trainer.checking import values
+from trainer.checking import protocol
 from trainer.checking.trusted.compare import compare_tensor, shape_text
-from trainer.checking.trusted.function_api import ask, decoded_list, fault_failure, mistake
+from trainer.checking.trusted.function_api import decoded_list, fault_failure, mistake
 from trainer.checking.trusted.plan import Run, evaluate_reference
 from trainer.checking.trusted.proxy import LearnerFault
 from trainer.checking.trusted.stages import Checked, Failure, StageOutcome, output_name, summarise
@@ -82,10 +81,9 @@ _SIZE = re.compile(
 )
 
 
-def _error_failure(run: Run, error: dict[str, Any], saves_for_forward: bool) -> Failure:
+def _error_failure(run: Run, error: protocol.LearnerError, saves_for_forward: bool) -> Failure:
     """Words for an error of the learner's jvp, or of torch rejecting what it returned."""
-    message = str(error.get("message"))
-    details = [str(d) for d in error.get("details", [])]
+    message, details = error.message, error.details
     if match := _COUNT.search(message):
         text = (
             f"jvp returned {match.group(2)} values but forward has {match.group(1)} "
@@ -116,14 +114,10 @@ def _jvp_failure(checked: Checked, run: Run, notes: set[str]) -> Failure | None:
     exercise = checked.exercise
     name = exercise.class_name
     sets = _tangent_sets(run, torch.Generator().manual_seed(3))
-    blobs: list[bytes] = []
-    request = {
-        "op": "api_jvp",
-        "args": values.encode(list(run.args), blobs),
-        "tangents": [values.encode(t, blobs) for _, t in sets],
-    }
-    reply, reply_blobs = ask(checked, request, blobs)
-    if not reply.get("has_jvp"):
+    reply = checked.sandbox.answer(
+        protocol.Jvp(args=list(run.args), tangents=[list(t) for _, t in sets])
+    )
+    if not reply.has_jvp:
         text = (
             f"`{name}` has no jvp: forward-mode AD (dual tensors, torch.func.jvp) calls "
             "`jvp(ctx, *tangents)`, one tangent per forward input, and needs one tangent "
@@ -131,7 +125,7 @@ def _jvp_failure(checked: Checked, run: Run, notes: set[str]) -> Failure | None:
         )
         return Failure(None, text, diagnosis=mistake("no_jvp", text))
     routes = [("dual", "dual tensors")]
-    if reply.get("has_setup_context"):
+    if reply.has_setup_context:
         routes.append(("func", "torch.func.jvp"))
     else:
         notes.add(
@@ -139,14 +133,13 @@ def _jvp_failure(checked: Checked, run: Run, notes: set[str]) -> Failure | None:
             "dual tensors can. Split it into forward without ctx and a setup_context to serve both"
         )
     for route, route_words in routes:
-        answers = reply.get(route, [])
-        if not isinstance(answers, list) or len(answers) != len(sets):
+        answers = reply.dual if route == "dual" else reply.func
+        if len(answers) != len(sets):
             raise LearnerFault(f"the learner's process sent no {route_words} results")
         for (words, tangents), answer in zip(sets, answers, strict=True):
-            error = answer.get("error") if isinstance(answer, dict) else None
-            if isinstance(error, dict):
-                return _error_failure(run, error, bool(reply.get("saves_for_forward")))
-            got = decoded_list(answer, "tangents", reply_blobs)
+            if answer.error is not None:
+                return _error_failure(run, answer.error, reply.saves_for_forward)
+            got = decoded_list(answer.tangents, "tangents")
             expected = _reference_jvp(exercise, run, tangents)
             if len(got) != len(expected):
                 text = (

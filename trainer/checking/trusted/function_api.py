@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from trainer.checking import values
+from trainer.checking import protocol
 from trainer.checking.trusted.compare import compare_tensor
 from trainer.checking.trusted.plan import Run, differentiable, evaluate_reference
 from trainer.checking.trusted.proxy import LearnerFault
@@ -45,23 +45,10 @@ from trainer.spec import Exercise, TensorParam
 # -- shared by the Function API stages -------------------------------------------------------
 
 
-def ask(
-    checked: Checked, request: dict[str, Any], blobs: list[bytes]
-) -> tuple[dict[str, Any], list[bytes]]:
-    """One request to the learner's process; its error becomes a :class:`LearnerFault`."""
-    reply, reply_blobs = checked.sandbox.call(request, blobs)
-    error = reply.get("error")
-    if isinstance(error, dict):
-        details = error.get("details", [])
-        raise LearnerFault(
-            str(error.get("message", "your code failed")),
-            [str(d) for d in details] if isinstance(details, list) else [],
-        )
-    return reply, reply_blobs
-
-
-def decoded_list(reply: dict[str, Any], key: str, blobs: list[bytes]) -> list[Any]:
-    value = values.decode(reply.get(key, {"t": "list", "items": []}), blobs)
+def decoded_list(value: object, key: str) -> list[Any]:
+    """A list a reply holds (the learner's process sent it: it may be anything)."""
+    if value is None:
+        return []
     if not isinstance(value, list | tuple):
         raise LearnerFault(f"the learner's process sent an unreadable {key}")
     return list(value)
@@ -72,18 +59,10 @@ def float64_runs(checked: Checked, count: int = 2) -> list[Run]:
     return runs[:count] or list(checked.plan.runs[:1])
 
 
-def call_request(
-    op: str, run: Run, args: Sequence[object], upstream: Sequence[object]
-) -> tuple[dict[str, Any], list[bytes]]:
-    blobs: list[bytes] = []
+def requires_grad(run: Run) -> list[bool]:
+    """For each of forward's arguments: whether the run asks for its gradient."""
     names = run.grad_names()
-    request = {
-        "op": op,
-        "args": values.encode(list(args), blobs),
-        "requires_grad": [p.name in names for p in run.params],
-        "upstream": values.encode(list(upstream), blobs),
-    }
-    return request, blobs
+    return [p.name in names for p in run.params]
 
 
 def reference_gradients(
@@ -141,12 +120,13 @@ def _mark_dirty_failure(checked: Checked, run: Run) -> Failure | None:
     exercise = checked.exercise
     position = _dirty_position(exercise)
     name = exercise.param_names[position]
-    request, blobs = call_request("api_mark_dirty", run, run.fresh_args(), run.upstream)
-    reply, reply_blobs = ask(checked, request, blobs)
-    same = reply.get("same", [])
-    modified = reply.get("modified", [])
-    first = same[0] if isinstance(same, list) and same else None
-    changed = isinstance(modified, list) and position < len(modified) and bool(modified[position])
+    reply = checked.sandbox.answer(
+        protocol.MarkDirty(
+            args=run.fresh_args(), requires_grad=requires_grad(run), upstream=list(run.upstream)
+        )
+    )
+    first = reply.same[0] if reply.same else None
+    changed = position < len(reply.modified) and reply.modified[position]
     if first != position and not changed:
         text = (
             f"forward leaves `{name}` unchanged and returns a new tensor: an in-place op "
@@ -165,11 +145,10 @@ def _mark_dirty_failure(checked: Checked, run: Run) -> Failure | None:
             f"op); without the mark, its gradient skips your backward"
         ]
         return Failure(run, text, details, mistake("not_marked_dirty", text, name))
-    rebased = reply.get("rebased", [])
-    if not (isinstance(rebased, list) and position < len(rebased) and rebased[position]):
+    if not (position < len(reply.rebased) and reply.rebased[position]):
         text = f"forward returns `{name}`, but autograd does not take it for your Function's output"
         return Failure(run, text, diagnosis=mistake("not_marked_dirty", text, name))
-    grads = decoded_list(reply, "grads", reply_blobs)
+    grads = decoded_list(reply.grads, "grads")
     wrong = first_wrong_gradient(run, grads, run.expected_grads)
     if wrong is not None:
         # The output is the input and autograd knows it: a wrong gradient here is
@@ -231,15 +210,14 @@ def _index_pairs(run: Run) -> list[tuple[int, int]]:
     return pairs
 
 
-def _marks_failure(checked: Checked, run: Run, reply: dict[str, Any]) -> Failure | None:
+def _marks_failure(
+    checked: Checked, run: Run, reply: protocol.NonDifferentiableReply
+) -> Failure | None:
     exercise = checked.exercise
-    marked = reply.get("marked", [])
-    requires = reply.get("requires_grad", [])
+    marked, requires = reply.marked, reply.requires_grad
     for index, expected in enumerate(run.expected_outputs):
-        is_marked = isinstance(marked, list) and index < len(marked) and bool(marked[index])
-        requires_grad = (
-            isinstance(requires, list) and index < len(requires) and bool(requires[index])
-        )
+        is_marked = index < len(marked) and marked[index]
+        output_requires_grad = index < len(requires) and requires[index]
         what = output_name(exercise, index)
         if not expected.is_floating_point() and not is_marked:
             text = (
@@ -253,7 +231,7 @@ def _marks_failure(checked: Checked, run: Run, reply: dict[str, Any]) -> Failure
                 "non-differentiable"
             ]
             return Failure(run, text, details, mistake("not_marked_non_differentiable", text))
-        if expected.is_floating_point() and (is_marked or not requires_grad):
+        if expected.is_floating_point() and (is_marked or not output_requires_grad):
             text = (
                 f"{what} does not require grad after the call: "
                 + ("forward marks it non-differentiable" if is_marked else "it is detached")
@@ -297,10 +275,11 @@ def _ties_failure(
         else torch.zeros_like(e)
         for e in expected
     ]
-    request, blobs = call_request("api_non_differentiable", run, args, upstream)
-    reply, reply_blobs = ask(checked, request, blobs)
-    outputs = decoded_list(reply, "outputs", reply_blobs)
-    grads = decoded_list(reply, "grads", reply_blobs)
+    reply = checked.sandbox.answer(
+        protocol.NonDifferentiable(args=args, requires_grad=requires_grad(run), upstream=upstream)
+    )
+    outputs = decoded_list(reply.outputs, "outputs")
+    grads = decoded_list(reply.grads, "grads")
     position = next(
         i for i, a in enumerate(args) if isinstance(a, torch.Tensor) and a.is_floating_point()
     )
@@ -359,14 +338,17 @@ def non_differentiable_stage(checked: Checked) -> StageOutcome:
     checked_ties = False
     for run in runs:
         try:
-            request, blobs = call_request(
-                "api_non_differentiable", run, run.fresh_args(), run.upstream
+            reply = checked.sandbox.answer(
+                protocol.NonDifferentiable(
+                    args=run.fresh_args(),
+                    requires_grad=requires_grad(run),
+                    upstream=list(run.upstream),
+                )
             )
-            reply, reply_blobs = ask(checked, request, blobs)
             failure = _marks_failure(checked, run, reply)
             if failure is None:
                 wrong = first_wrong_gradient(
-                    run, decoded_list(reply, "grads", reply_blobs), run.expected_grads
+                    run, decoded_list(reply.grads, "grads"), run.expected_grads
                 )
                 if wrong is not None:
                     failure = Failure(run, wrong[1], [wrong[2]] if wrong[2] else [])

@@ -15,14 +15,8 @@ def load_stage(checked: Checked) -> StageOutcome:
 
 
 def _load(checked: Checked) -> StageOutcome:
-    reply = checked.sandbox.load()
-    problem = reply.get("problem")
-    if isinstance(problem, dict):
-        details = problem.get("details", [])
-        return StageOutcome(
-            FAIL,
-            str(problem.get("message", "the file did not load")),
-            [str(d) for d in details] if isinstance(details, list) else [],
-        )
+    problem = checked.sandbox.load().problem
+    if problem is not None:
+        return StageOutcome(FAIL, problem.message, problem.details)
     name = checked.exercise.class_name
     return StageOutcome(PASS, f"`{name}` found with static forward and backward")

@@ -19,7 +19,8 @@ from typing import Any
 
 import torch
 
-from trainer.checking import processes, transport, values
+from trainer.checking import processes, protocol, transport
+from trainer.checking.protocol import R
 from trainer.checking.trusted.compare import describe_value
 from trainer.checking.wording import foreign_graph
 from trainer.spec import Exercise
@@ -126,25 +127,31 @@ class Sandbox:
     def alive(self) -> bool:
         return self.ended is None
 
-    def call(
-        self, request: dict[str, Any], blobs: list[bytes] | None = None
-    ) -> tuple[dict[str, Any], list[bytes]]:
+    def call(self, request: protocol.Request[R]) -> R:
+        """Send ``request``, wait for its reply; the learner's own failure is left in
+        ``reply.error`` (see :meth:`answer` to raise it)."""
         if self.ended is not None or self._calls is None:
             raise LearnerProcessEnded(f"the process running your code {self.ended}")
         fd = self._calls.fileno()
+        header, blobs = request.encode()
         try:
-            transport.send(fd, request, blobs or [])
+            transport.send(fd, header, blobs)
             self._wait_for_reply()
-            reply, reply_blobs = transport.receive(fd)
+            raw, reply_blobs = transport.receive(fd)
+            reply = request.reply.decode(raw, reply_blobs)
         except (transport.PeerGone, BrokenPipeError, ConnectionResetError):
             self.ended = self._ended_words()
             raise LearnerProcessEnded(f"the process running your code {self.ended}") from None
         except transport.WireError as error:
-            raise self.unreadable(error) from None
-        patched = reply.get("patched")
-        if isinstance(patched, list):
-            self.patched.extend(str(p) for p in patched if str(p) not in self.patched)
-        return reply, reply_blobs
+            raise self.unreadable(error, request.answer_words) from None
+        self.patched.extend(p for p in reply.patched if p not in self.patched)
+        return reply  # type: ignore[return-value]
+
+    def answer(self, request: protocol.Request[R]) -> R:
+        """:meth:`call`, raising the learner's failure as a :class:`LearnerFault`."""
+        reply = self.call(request)
+        raise_error(reply)
+        return reply
 
     def unreadable(self, error: transport.WireError, what: str = "a reply") -> LearnerProcessEnded:
         """Stop a process that sent a reply the checker cannot read (its frame, or the
@@ -203,12 +210,10 @@ class Sandbox:
 
     # -- the calls ---------------------------------------------------------------------------
 
-    def load(self) -> dict[str, Any]:
-        reply, _ = self.call({"op": "protection"})
-        self.protection = reply.get("protection")
-        reply, _ = self.call({"op": "load"})
-        optional = reply.get("optional_inputs")
-        self.optional_inputs = optional if isinstance(optional, int) else 0
+    def load(self) -> protocol.LoadReply:
+        self.protection = self.call(protocol.Protection()).protection
+        reply = self.call(protocol.Load())
+        self.optional_inputs = reply.optional_inputs
         return reply
 
     def forward(
@@ -217,58 +222,41 @@ class Sandbox:
         requires_grad: Sequence[bool],
         keep: bool = True,
         layout: str | None = None,
-    ) -> tuple[object, dict[str, Any]]:
-        blobs: list[bytes] = []
-        request = {
-            "op": "forward",
-            "args": values.encode(list(args), blobs, layout or self.input_layout),
-            "requires_grad": list(requires_grad),
-            "keep": keep,
-            "device": self.device,
-        }
-        reply, reply_blobs = self.call(request, blobs)
-        _raise_error(reply)
-        try:
-            outputs = values.decode(reply.get("outputs"), reply_blobs)
-        except transport.WireError as error:
-            raise self.unreadable(error, "forward's result") from None
-        return outputs, reply
+    ) -> protocol.ForwardReply:
+        return self.answer(
+            protocol.Forward(
+                args=list(args),
+                requires_grad=list(requires_grad),
+                keep=keep,
+                device=self.device,
+                layout=layout or self.input_layout,
+            )
+        )
 
     def backward(
         self,
         handle: int,
         grads: Sequence[torch.Tensor | None],
         layout: str | None = None,
-    ) -> tuple[object, dict[str, Any]]:
-        blobs: list[bytes] = []
-        items = [values.encode(g, blobs, layout=layout or self.grad_layout) for g in grads]
-        request = {
-            "op": "backward",
-            "handle": handle,
-            "grads": {"t": "list", "items": items},
-            "device": self.device,
-        }
-        reply, reply_blobs = self.call(request, blobs)
-        _raise_error(reply)
-        try:
-            result = values.decode(reply.get("result"), reply_blobs)
-        except transport.WireError as error:
-            raise self.unreadable(error, "backward's result") from None
-        return result, reply
+    ) -> protocol.BackwardReply:
+        return self.answer(
+            protocol.Backward(
+                handle_id=handle,
+                grads=list(grads),
+                device=self.device,
+                layout=layout or self.grad_layout,
+            )
+        )
 
     def reset(self) -> None:
         if self.alive:
-            self.call({"op": "reset"})
+            self.call(protocol.Reset())
 
 
-def _raise_error(reply: dict[str, Any]) -> None:
-    error = reply.get("error")
-    if isinstance(error, dict):
-        details = error.get("details", [])
-        raise LearnerFault(
-            str(error.get("message", "your code failed")),
-            [str(d) for d in details] if isinstance(details, list) else [],
-        )
+def raise_error(reply: protocol.Reply) -> None:
+    """The learner's failure a reply carries, as a :class:`LearnerFault`."""
+    if reply.error is not None:
+        raise LearnerFault(reply.error.message, reply.error.details)
 
 
 def forward_outputs(result: object, exercise: Exercise) -> tuple[torch.Tensor, ...]:
@@ -297,9 +285,9 @@ def proxy_function(sandbox: Sandbox, exercise: Exercise) -> type[torch.autograd.
 
     def forward(ctx: Any, *args: object) -> object:
         flags = [bool(f) for f in ctx.needs_input_grad]
-        result, reply = sandbox.forward(args, flags, keep=any(flags))
-        outputs = forward_outputs(result, exercise)
-        if reply.get("no_graph"):
+        reply = sandbox.forward(args, flags, keep=any(flags))
+        outputs = forward_outputs(reply.outputs, exercise)
+        if reply.no_graph:
             raise LearnerFault(
                 "forward's output is not connected to the graph: return a new tensor, "
                 "not a detached one"
@@ -309,14 +297,14 @@ def proxy_function(sandbox: Sandbox, exercise: Exercise) -> type[torch.autograd.
                     else ""
                 )
             )
-        if reply.get("foreign_graph"):
+        if reply.foreign_graph:
             raise LearnerFault(foreign_graph(exercise.class_name))
-        ctx.handle = reply.get("handle")
-        ctx.advice = reply.get("advice")
+        ctx.handle = reply.handle
+        ctx.advice = reply.advice
         return outputs[0] if exercise.outputs == 1 else outputs
 
     def backward(ctx: Any, *grads: torch.Tensor) -> object:
-        result, _ = sandbox.backward(ctx.handle, grads)
+        result = sandbox.backward(ctx.handle, grads).result
         if isinstance(result, list):
             # torch's own engine rejects a list ("expected Variable or None (got list)").
             raise LearnerFault(

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import torch
 
-from trainer.checking import values
+from trainer.checking import protocol
 from trainer.checking.trusted.compare import compare_tensor
-from trainer.checking.trusted.function_api import ask, decoded_list, float64_runs, mistake
+from trainer.checking.trusted.function_api import decoded_list, float64_runs, mistake
 from trainer.checking.trusted.plan import Run, differentiable, evaluate_reference
 from trainer.checking.trusted.proxy import LearnerFault
 from trainer.checking.trusted.stages import Checked, Failure, StageOutcome, summarise
@@ -66,26 +66,24 @@ def _second_failure(checked: Checked, run: Run) -> Failure | None:
         )
         for n in names
     ]
-    blobs: list[bytes] = []
-    request = {
-        "op": "api_second_order",
-        "args": values.encode(list(run.args), blobs),
-        "requires_grad": [p.name in names for p in run.params],
-        "upstream": values.encode(list(run.upstream), blobs),
-        "vector": values.encode(vector, blobs),
-    }
+    request = protocol.SecondOrder(
+        args=list(run.args),
+        requires_grad=[p.name in names for p in run.params],
+        upstream=list(run.upstream),
+        vector=vector,
+    )
     try:
-        reply, reply_blobs = ask(checked, request, blobs)
+        reply = checked.sandbox.answer(request)
     except LearnerFault as fault:
         text = f"{fault.message}: {_NOT_DIFFERENTIABLE}"
         return Failure(run, text, fault.details, mistake("not_differentiable_backward", text))
-    got = decoded_list(reply, "second", reply_blobs)
+    got = decoded_list(reply.second, "second")
     expected = _reference_second(exercise, run, vector)
     floats = [i for i, o in enumerate(run.expected_outputs) if o.is_floating_point()]
     targets = [f"`{n}`" for n in names] + [
         "grad_output" if exercise.outputs == 1 else f"grad_out{i + 1}" for i in floats
     ]
-    if reply.get("detached"):
+    if reply.detached:
         text = (
             "backward's result does not require grad even under create_graph=True: it is "
             "computed outside autograd (torch.no_grad, .detach(), .data), so its second "

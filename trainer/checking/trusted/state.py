@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from trainer.checking import values
+from trainer.checking import protocol
 from trainer.checking.trusted.compare import compare_tensor
 from trainer.checking.trusted.diagnosis import named
 from trainer.checking.trusted.plan import Run, differentiable, evaluate_reference
@@ -32,15 +32,13 @@ REPEATED_CALLS = 500
 REPEAT_BUDGET = 3.0  # seconds of the learner's time for the repeated calls
 
 
-def _call_set(
-    run: Run, upstream: Sequence[torch.Tensor | None], blobs: list[bytes]
-) -> dict[str, Any]:
+def _call(run: Run, upstream: Sequence[torch.Tensor | None]) -> protocol.Call:
     names = run.grad_names()
-    return {
-        "args": values.encode(list(run.args), blobs),
-        "requires_grad": [p.name in names for p in run.params],
-        "upstream": values.encode(list(upstream), blobs),
-    }
+    return protocol.Call(
+        args=list(run.args),
+        requires_grad=[p.name in names for p in run.params],
+        upstream=list(upstream),
+    )
 
 
 def _train(
@@ -52,31 +50,19 @@ def _train(
     shared: Sequence[int] = (),
     fresh: bool = False,
 ) -> list[list[torch.Tensor | None]]:
-    blobs: list[bytes] = []
-    request: dict[str, Any] = {
-        "op": "train",
-        "scenario": scenario,
-        "sets": [_call_set(run, upstream, blobs) for run, upstream in calls],
-    }
-    if shared:
-        request["shared"] = list(shared)
-    if fresh:
-        request["fresh"] = True
-    if order is not None:
-        request["order"] = list(order)
+    request = protocol.Train(
+        scenario=scenario,
+        sets=[_call(run, upstream) for run, upstream in calls],
+        order=None if order is None else list(order),
+        shared=list(shared),
+        fresh=fresh,
+    )
     if budget is not None:
-        request["budget"] = budget
-    reply, reply_blobs = checked.sandbox.call(request, blobs)
-    error = reply.get("error")
-    if isinstance(error, dict):
-        details = error.get("details", [])
-        raise LearnerFault(
-            str(error.get("message")),
-            [str(d) for d in details] if isinstance(details, list) else [],
-        )
-    if "stacked" in reply:
-        return _unstacked(values.decode(reply["stacked"], reply_blobs), reply.get("calls"))
-    grads = values.decode(reply.get("grads"), reply_blobs)
+        request.budget = budget
+    reply = checked.sandbox.answer(request)
+    if reply.stacked is not None:
+        return _unstacked(reply.stacked, reply.calls)
+    grads = reply.grads
     if not isinstance(grads, list) or not all(isinstance(g, list | tuple) for g in grads):
         raise LearnerFault("the gradients of these calls could not be read")
     return [list(g) for g in grads]

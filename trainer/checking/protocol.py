@@ -1,0 +1,479 @@
+"""The calls between the checker and the learner's process, declared.
+
+Every request the checker sends and every reply the learner's process gives is a
+dataclass here, with one codec (:meth:`Message.encode`, :meth:`Message.decode`):
+JSON fields checked against their annotations, tensors and other values through
+:mod:`trainer.checking.values` (bytes, never pickles), nested messages as objects.
+A reply comes from the learner's process, which is not trusted: a field of the
+wrong type is a :class:`~trainer.checking.transport.WireError`, as a broken frame is.
+
+Each request names its reply type and carries its handler: :meth:`Request.handle`
+runs in the learner's process and is given the :class:`LearnerSide` (the loaded
+answer, its process's helpers). The learner's process looks the request up by its
+``op`` in :data:`REQUESTS`: a new request is one class here, with its reply and its
+handler, and nothing else to register (see docs/engine.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
+
+import torch
+
+from trainer.checking import values
+from trainer.checking.transport import WireError
+
+M = TypeVar("M", bound="Message")
+
+
+def value(default: object = None) -> Any:
+    """A field holding tensors, None, numbers or sequences of them (see :mod:`values`)."""
+    return field(default=default, metadata={"value": True})
+
+
+@dataclass
+class Message:
+    """A request or a reply; ``layout`` (requests only) is how tensors are handed over."""
+
+    # The fields' types, read once as the class is made: the learner's process renames
+    # the trainer's modules (see ``serve.look_plain``), where they could not be read.
+    _types: ClassVar[dict[str, Any]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._types = typing.get_type_hints(cls)
+
+    def encode(self) -> tuple[dict[str, Any], list[bytes]]:
+        blobs: list[bytes] = []
+        return self._header(blobs), blobs
+
+    def _header(self, blobs: list[bytes]) -> dict[str, Any]:
+        layout = str(getattr(self, "layout", "plain"))
+        header: dict[str, Any] = {}
+        for item in dataclasses.fields(self):
+            content = getattr(self, item.name)
+            if item.name == "layout":
+                continue
+            if item.metadata.get("value"):
+                header[item.name] = values.encode(content, blobs, layout)
+            elif isinstance(content, Message):
+                header[item.name] = content._header(blobs)
+            elif isinstance(content, list) and content and isinstance(content[0], Message):
+                header[item.name] = [part._header(blobs) for part in content]
+            else:
+                header[item.name] = content
+        return header
+
+    @classmethod
+    def decode(cls: type[M], header: object, blobs: list[bytes]) -> M:
+        """The message ``header`` describes, which has exactly the fields :meth:`encode`
+        writes: a frame of something else is refused, not read with defaults."""
+        if not isinstance(header, dict):
+            raise WireError(f"{cls.__name__}: not an object")
+        hints = cls._types
+        names = {item.name for item in dataclasses.fields(cls)} - {"layout"}
+        keys = set(header) - ({"op"} if issubclass(cls, Request) else set())
+        if keys != names:
+            odd = sorted(keys ^ names)
+            raise WireError(f"{cls.__name__}: fields {', '.join(odd)} missing or unknown")
+        found: dict[str, Any] = {}
+        for item in dataclasses.fields(cls):
+            if item.name == "layout":
+                continue
+            raw = header[item.name]
+            if item.metadata.get("value"):
+                found[item.name] = values.decode(raw, blobs)
+            else:
+                found[item.name] = _read(
+                    raw, hints[item.name], blobs, f"{cls.__name__}.{item.name}"
+                )
+        return cls(**found)
+
+
+def _read(raw: object, kind: Any, blobs: list[bytes], where: str) -> Any:
+    """``raw`` as a value of type ``kind``, or a WireError naming ``where``."""
+    origin = typing.get_origin(kind)
+    if origin in (typing.Union, types.UnionType):
+        for option in typing.get_args(kind):
+            try:
+                return _read(raw, option, blobs, where)
+            except WireError:
+                continue
+    elif kind is Any or (kind is type(None) and raw is None):
+        return raw
+    elif origin is list and isinstance(raw, list):
+        (item,) = typing.get_args(kind)
+        return [_read(r, item, blobs, where) for r in raw]
+    elif origin is dict and isinstance(raw, dict) and all(isinstance(k, str) for k in raw):
+        return raw
+    elif isinstance(kind, type) and issubclass(kind, Message):
+        return kind.decode(raw, blobs)
+    elif kind is float and type(raw) in (int, float):
+        return float(raw)  # type: ignore[arg-type]
+    elif kind in (bool, int, str) and type(raw) is kind:
+        return raw
+    raise WireError(f"{where}: {type(raw).__name__} is not a {getattr(kind, '__name__', kind)}")
+
+
+# -- replies ---------------------------------------------------------------------------------
+
+
+@dataclass
+class LearnerError(Message):
+    """The learner's code failed: what to tell the learner."""
+
+    message: str = "your code failed"
+    details: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Reply(Message):
+    """What every reply may carry: the learner's failure, and the names of torch its
+    code replaced (put back by the learner's process before replying)."""
+
+    error: LearnerError | None = None
+    patched: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ProtectionReply(Reply):
+    protection: dict[str, Any] | None = None
+
+
+@dataclass
+class LoadReply(Reply):
+    protection: dict[str, Any] | None = None
+    problem: LearnerError | None = None  # the file does not load, or defines no answer
+    optional_inputs: int = 0  # forward's defaulted parameters (-1: *args)
+
+
+@dataclass
+class ForwardReply(Reply):
+    outputs: object = value()
+    handle: int | None = None  # to call backward on, when an input requires grad
+    no_graph: bool = False
+    foreign_graph: bool = False
+    advice: dict[str, Any] | None = None  # what forward saved for backward
+
+
+@dataclass
+class BackwardReply(Reply):
+    result: object = value()
+    modified: list[int] = field(default_factory=list)  # grad_output positions changed in place
+
+
+@dataclass
+class SecondReply(Reply):
+    second: object = value()
+    detached: bool = False
+
+
+@dataclass
+class TrainReply(Reply):
+    grads: object = value()
+    stacked: object = value()  # one tensor per input, a first dimension of calls
+    calls: int | None = None
+
+
+@dataclass
+class ByHandReply(Reply):
+    findings: list[str] = field(default_factory=list)
+    message: str = ""
+    details: list[str] = field(default_factory=list)
+
+
+@dataclass
+class MarkDirtyReply(Reply):
+    same: list[int | None] = field(default_factory=list)
+    modified: list[bool] = field(default_factory=list)
+    rebased: list[bool] = field(default_factory=list)
+    grads: object = value()
+
+
+@dataclass
+class NonDifferentiableReply(Reply):
+    outputs: object = value()
+    requires_grad: list[bool] = field(default_factory=list)
+    marked: list[bool] = field(default_factory=list)
+    grads: object = value()
+
+
+@dataclass
+class Tangents(Reply):
+    tangents: object = value()
+
+
+@dataclass
+class JvpReply(Reply):
+    has_jvp: bool = False
+    has_setup_context: bool = False
+    saves_for_forward: bool = False
+    dual: list[Tangents] = field(default_factory=list)
+    func: list[Tangents] = field(default_factory=list)
+
+
+@dataclass
+class VmapReply(Reply):
+    has_setup_context: bool = False
+    has_vmap_rule: bool = False
+    outputs: object = value()
+    grads: object = value()
+
+
+# -- requests --------------------------------------------------------------------------------
+
+
+class LearnerSide(Protocol):
+    """What a request's handler is given in the learner's process (``serve._Server``):
+    the loaded answer, words for a failure of the learner's code, and the handlers of
+    the requests declared here."""
+
+    @property
+    def function_class(self) -> type[torch.autograd.Function] | None: ...
+    def failed(self, error: BaseException, during: str) -> LearnerError: ...
+
+    def protection(self, request: Protection) -> ProtectionReply: ...
+    def load(self, request: Load) -> LoadReply: ...
+    def forward(self, request: Forward) -> ForwardReply: ...
+    def backward(self, request: Backward) -> BackwardReply: ...
+    def double(self, request: Double) -> SecondReply: ...
+    def train(self, request: Train) -> TrainReply: ...
+    def by_hand(self, request: ByHand) -> ByHandReply: ...
+    def reset(self, request: Reset) -> Reply: ...
+    def mark_dirty(self, request: MarkDirty) -> MarkDirtyReply: ...
+    def non_differentiable(self, request: NonDifferentiable) -> NonDifferentiableReply: ...
+    def jvp(self, request: Jvp) -> JvpReply: ...
+    def vmap(self, request: Vmap) -> VmapReply: ...
+    def second_order(self, request: SecondOrder) -> SecondReply: ...
+
+
+# Every request type, by its op: what the learner's process decodes a request with.
+REQUESTS: dict[str, type[Request[Any]]] = {}
+
+R = TypeVar("R", bound=Reply)
+
+
+@dataclass
+class Request(Message, Generic[R]):
+    """A call of the learner's process; ``R`` its reply type (``reply``, at run time)."""
+
+    op: ClassVar[str]
+    reply: ClassVar[type[Reply]] = Reply
+    answer_words: ClassVar[str] = "a reply"  # what a reply that cannot be read was
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "op" in cls.__dict__:
+            if cls.op in REQUESTS:
+                raise TypeError(f"two requests are named {cls.op!r}")
+            REQUESTS[cls.op] = cls
+
+    def encode(self) -> tuple[dict[str, Any], list[bytes]]:
+        header, blobs = super().encode()
+        return {"op": self.op, **header}, blobs
+
+    def handle(self, learner: LearnerSide) -> Reply:
+        """Run in the learner's process; the reply goes back to the checker."""
+        raise NotImplementedError
+
+
+def decode_request(header: object, blobs: list[bytes]) -> Request[Any]:
+    """The request a frame from the checker holds (its ``op`` names the type)."""
+    op = header.get("op") if isinstance(header, dict) else None
+    kind = REQUESTS.get(op) if isinstance(op, str) else None
+    if kind is None:
+        raise WireError(f"unknown request {op!r}")
+    return kind.decode(header, blobs)
+
+
+@dataclass
+class Protection(Request[ProtectionReply]):
+    """How the learner's process is protected (asked before load: a file that ends its
+    process at import still has its level named)."""
+
+    op = "protection"
+    reply = ProtectionReply
+
+    def handle(self, learner: LearnerSide) -> Reply:
+        return learner.protection(self)
+
+
+@dataclass
+class Load(Request[LoadReply]):
+    """Import the learner's file, watched, and find its answer."""
+
+    op = "load"
+    reply = LoadReply
+
+    def handle(self, learner: LearnerSide) -> Reply:
+        return learner.load(self)
+
+
+@dataclass
+class Forward(Request[ForwardReply]):
+    """forward through ``apply``; ``keep`` the graph to call backward on later."""
+
+    op = "forward"
+    reply = ForwardReply
+    answer_words = "forward's result"
+    args: object = value()
+    requires_grad: list[bool] = field(default_factory=list)
+    keep: bool = True
+    device: str = "cpu"
+    layout: str = "plain"
+
+    def handle(self, learner: LearnerSide) -> Reply:
+        return learner.forward(self)
+
+
+@dataclass
+class Backward(Request[BackwardReply]):
+    """backward of a kept forward call, as autograd's engine calls it, with ``grads``."""
+
+    op = "backward"
+    reply = BackwardReply
+    answer_words = "backward's result"
+    handle_id: int = -1
+    grads: object = value()
+    device: str = "cpu"
+    layout: str = "plain"
+
+    def handle(self, learner: LearnerSide) -> Reply:
+        return learner.backward(self)
+
+
+@dataclass
+class Reset(Request[Reply]):
+    """Forget the kept forward calls."""
+
+    op = "reset"
+
+    def handle(self, learner: LearnerSide) -> Reply:
+        return learner.reset(self)
+
+
+@dataclass
+class Call(Message):
+    """One call of the Function: its arguments, which require grad, the upstream gradients."""
+
+    args: object = value()
+    requires_grad: list[bool] = field(default_factory=list)
+    upstream: object = value()
+
+
+@dataclass
+class Double(Request[SecondReply]):
+    """The learner's backward differentiated once more (double backward), along ``vector``."""
+
+    op = "double"
+    reply = SecondReply
+    args: object = value()
+    requires_grad: list[bool] = field(default_factory=list)
+    upstream: object = value()
+    vector: object = value()
+
+    def handle(self, learner: LearnerSide) -> Reply:
+        return learner.double(self)
+
+
+@dataclass
+class Train(Request[TrainReply]):
+    """Calls as in training, through autograd's engine; ``scenario`` combines ``sets``."""
+
+    op = "train"
+    reply = TrainReply
+    scenario: str = "repeat"
+    sets: list[Call] = field(default_factory=list)
+    order: list[int] | None = None
+    budget: float = 3.0
+    shared: list[int] = field(default_factory=list)
+    fresh: bool = False  # a fresh copy of the file, without the state of earlier calls
+
+    def handle(self, learner: LearnerSide) -> Reply:
+        return learner.train(self)
+
+
+@dataclass
+class ByHand(Request[ByHandReply]):
+    """One more watched call, then what the derivation watch saw since the import."""
+
+    op = "by_hand"
+    reply = ByHandReply
+    args: object = value()
+    requires_grad: list[bool] = field(default_factory=list)
+    upstream: object = value()
+
+    def handle(self, learner: LearnerSide) -> Reply:
+        return learner.by_hand(self)
+
+
+@dataclass
+class MarkDirty(Request[MarkDirtyReply]):
+    op = "api_mark_dirty"
+    reply = MarkDirtyReply
+    args: object = value()
+    requires_grad: list[bool] = field(default_factory=list)
+    upstream: object = value()
+
+    def handle(self, learner: LearnerSide) -> Reply:
+        return learner.mark_dirty(self)
+
+
+@dataclass
+class NonDifferentiable(Request[NonDifferentiableReply]):
+    op = "api_non_differentiable"
+    reply = NonDifferentiableReply
+    args: object = value()
+    requires_grad: list[bool] = field(default_factory=list)
+    upstream: object = value()
+
+    def handle(self, learner: LearnerSide) -> Reply:
+        return learner.non_differentiable(self)
+
+
+@dataclass
+class Jvp(Request[JvpReply]):
+    """Output tangents for each set of input tangents (dual tensors, torch.func.jvp)."""
+
+    op = "api_jvp"
+    reply = JvpReply
+    args: object = value()
+    tangents: object = value()  # one list per set: a tensor or None per argument
+
+    def handle(self, learner: LearnerSide) -> Reply:
+        return learner.jvp(self)
+
+
+@dataclass
+class Vmap(Request[VmapReply]):
+    """The Function under torch.func.vmap: ``mode`` forward, engine or grad."""
+
+    op = "api_vmap"
+    reply = VmapReply
+    args: object = value()
+    requires_grad: list[bool] = field(default_factory=list)
+    in_dims: list[int | None] = field(default_factory=list)
+    upstream: object = value()
+    mode: str = "forward"
+
+    def handle(self, learner: LearnerSide) -> Reply:
+        return learner.vmap(self)
+
+
+@dataclass
+class SecondOrder(Request[SecondReply]):
+    """d<grads, vector>/d(inputs, upstream), as gradgradcheck takes it."""
+
+    op = "api_second_order"
+    reply = SecondReply
+    args: object = value()
+    requires_grad: list[bool] = field(default_factory=list)
+    upstream: object = value()
+    vector: object = value()
+
+    def handle(self, learner: LearnerSide) -> Reply:
+        return learner.second_order(self)
