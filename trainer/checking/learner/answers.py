@@ -180,7 +180,7 @@ def fresh_copy(expected: Expected) -> Iterator[None]:
     def renamed(name: str, *args: Any, **kwargs: Any) -> Any:
         return original(f"{name}_{suffix}", *args, **kwargs)
 
-    torch.library.custom_op = renamed  # type: ignore[assignment]
+    torch.library.custom_op = renamed
     try:
         yield
     finally:
