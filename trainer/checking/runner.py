@@ -42,7 +42,7 @@ from trainer.checking.report import (
 from trainer.checking.wording import OUTPUT_MARK
 from trainer.errors import TrainerError
 from trainer.spec import Exercise
-from trainer.vocabulary import STAGE_BY_ID
+from trainer.vocabulary import STAGE_BY_ID, stages_for
 
 DEFAULT_TIMEOUT = 30.0
 DEFAULT_MEMORY_LIMIT_MB = 4096  # on top of what torch maps; enough for any exercise
@@ -430,7 +430,7 @@ def run_check(
             if isinstance(error, _Refused)
             else f"{file.name} is not UTF-8 text (byte {error.start} cannot be decoded)"
         )
-        stages = [StageResult("load", Verdict.FAIL, why)] + [StageResult(s.id, Verdict.SKIP, "skipped: the file did not load") for s in STAGE_BY_ID.values() if s.id != "load" and s.applies(exercise, double_backward)]  # fmt: skip
+        stages = [StageResult("load", Verdict.FAIL, why)] + [StageResult(s.id, Verdict.SKIP, "skipped: the file did not load") for s in stages_for(exercise, double_backward) if s.id != "load"]  # fmt: skip
         report = _report(exercise, file, raw, seed, stages, started, "")
     else:
         report = _check(
