@@ -49,7 +49,9 @@ NO_CURRENT_EXERCISE = (
 
 @dataclass(frozen=True)
 class Diagnosis:
-    """What is wrong, in words: the first failing stage and the mistake it looks like."""
+    """What is wrong, in words: the first failing stage and the mistake it looks like
+    (``report.diagnosis``). The checker's own record of a mistake it recognised is
+    :class:`trainer.checking.trusted.diagnosis.NamedMistake`, in the stage's JSON."""
 
     stage: str  # the stage's title, e.g. "Backward parity"
     message: str
