@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainer.catalog import Catalog, folder_feedback
+from trainer.checking.limits import DEFAULT_SEED, DEFAULT_TIMEOUT
 from trainer.class_source import source_of_class
 from trainer.errors import TrainerError, WorkspaceError
 from trainer.history import diagnosis_of
@@ -37,9 +38,6 @@ from trainer.workspace import Workspace, resolve_workspace, save_scratch
 if TYPE_CHECKING:
     from trainer.checking.report import CheckReport, StageResult
     from trainer.checking.runner import CheckingService
-
-DEFAULT_SEED = 0
-DEFAULT_TIMEOUT = 30.0
 
 NO_CURRENT_EXERCISE = (
     "no current exercise in this workspace. Start one with `%trainer start sigmoid` "

@@ -25,6 +25,7 @@ from IPython.core.error import StdinNotImplementedError, UsageError
 
 from trainer import notebook_view as view
 from trainer.api import Report, Session
+from trainer.checking.limits import DEFAULT_SEED, DEFAULT_TIMEOUT
 from trainer.errors import TrainerError, WorkspaceError
 from trainer.spec import Exercise
 from trainer.state import State
@@ -72,8 +73,8 @@ class Command:
     show_all: bool = False
     define: bool = False
     file: Path | None = None
-    seed: int = 0
-    timeout: float = 30.0
+    seed: int = DEFAULT_SEED
+    timeout: float = DEFAULT_TIMEOUT
     double_backward: bool = False
     workspace: Path | None = None
 
@@ -106,8 +107,8 @@ def _parser() -> _Parser:
     check.add_argument("exercise", metavar="EX", nargs="?")
     check.add_argument("--define", action="store_true", help="then run the cell in the kernel")
     check.add_argument("-f", "--file", type=Path, help="check this file (line magic)")
-    check.add_argument("--seed", type=int, default=0)
-    check.add_argument("--timeout", type=float, default=30.0)
+    check.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    check.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
     check.add_argument("--double-backward", action="store_true")
     return parser
 

@@ -1,7 +1,7 @@
 """`trainer check`: check the learner's file in the checking process.
 
-The checking defaults come from :mod:`trainer.checking.runner`, where they are
-defined once; only `check`, `watch` and `grade` import it.
+The checking defaults come from :mod:`trainer.checking.limits`, where they are
+defined once; only `check`, `watch` and `grade` import the runner.
 
 No `from __future__ import annotations`: typer reads the annotations at run time.
 """
@@ -14,12 +14,8 @@ import typer
 
 from trainer import console
 from trainer.catalog import folder_feedback
-from trainer.checking.runner import (
-    DEFAULT_MEMORY_LIMIT_MB,
-    DEFAULT_SEED,
-    DEFAULT_TIMEOUT,
-    run_check,
-)
+from trainer.checking.limits import DEFAULT_MEMORY_LIMIT_MB, DEFAULT_SEED, DEFAULT_TIMEOUT
+from trainer.checking.runner import run_check
 from trainer.commands.common import (
     LEARN_PANEL,
     ExerciseArgument,

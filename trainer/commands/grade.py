@@ -12,7 +12,7 @@ import typer
 
 from trainer import console
 from trainer.checking.feedback import DEFAULT_FEEDBACK, FEEDBACK_LEVELS
-from trainer.checking.runner import DEFAULT_TIMEOUT
+from trainer.checking.limits import DEFAULT_TIMEOUT
 from trainer.commands.common import (
     AUTHOR_PANEL,
     ExercisesDirOption,
