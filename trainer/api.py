@@ -36,7 +36,7 @@ from trainer.state import StateStore
 from trainer.workspace import Workspace, resolve_workspace, save_scratch
 
 if TYPE_CHECKING:
-    from trainer.checking.report import CheckReport, StageResult
+    from trainer.checking.report import CheckReport, StageResult, VerdictSentence
     from trainer.checking.runner import CheckingService
 
 NO_CURRENT_EXERCISE = (
@@ -93,6 +93,11 @@ class Report:
     def seconds(self) -> float:
         """The wait for the verdict, the server's start included."""
         return round(self.raw.seconds + self.startup, 3)
+
+    @property
+    def verdict_sentence(self) -> VerdictSentence:
+        """The verdict in one sentence (``str()`` it), as the CLI and the notebook say it."""
+        return self.raw.verdict_sentence(self.seconds)
 
     @property
     def failure(self) -> StageResult | None:
