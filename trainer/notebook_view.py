@@ -24,6 +24,7 @@ from trainer.state import Progress, State
 
 if TYPE_CHECKING:
     from trainer.checking.report import CheckReport, StageResult, VerdictSentence
+    from trainer.interview import InterviewSummary
     from trainer.stats import Stats
 
 
@@ -343,6 +344,17 @@ def quiz_score(exercise: Exercise, score: int, total: int, best: int | None) -> 
 
 def message(markdown: str) -> Shown:
     return _md(markdown)
+
+
+def interview_summary(summary: InterviewSummary) -> Shown:
+    """An interview that ended (its time ran out while no command ran), as the CLI says it."""
+    from trainer.interview import format_duration
+
+    taken = f"{format_duration(summary.seconds)} of {format_duration(summary.minutes * 60)}"
+    return _md(
+        f"**Interview on {summary.exercise}: {summary.reason}.** Time taken: {taken}; "
+        f"checks run: {summary.checks}; hints used: {summary.hints}."
+    )
 
 
 def stats(numbers: Stats) -> list[object]:
