@@ -298,27 +298,20 @@ def check_summary(
     watching: bool = False,
 ) -> None:
     """The one line that ends a check's report: the verdict and what to do next."""
-    file_name = Path(report.file).name
-    failure = report.first_failure
-    clock = (
-        f" [bold magenta]Interview: {_clock(interview_left)} left.[/]"
-        if interview_left is not None
-        else ""
-    )
-    if report.passed:
-        ran = [s for s in report.stages if s.verdict.value == "pass"]
-        skipped = len(report.stages) - len(ran)
-        extra = f" ({skipped} skipped)" if skipped else ""
-        every = "The stage" if len(ran) == 1 else f"All {len(ran)} stages"
-        out.print(f"[bold green]✔ {every} passed[/]{extra} in {report.seconds:.1f} s.{clock}")
-    elif failure is not None:
-        failed = sum(s.verdict.value == "fail" for s in report.stages)
-        again = "save it again" if watching else "run [bold]trainer check[/] again"
-        stuck = "press [bold]h[/]" if watching else f"[bold]trainer hint {exercise.id}[/]"
-        out.print(
-            f"[bold red]✘ {failed} of {plural(len(report.stages), 'stage')} failed[/], first: "
-            f"{failure.title}. Fix {file_name} and {again}; stuck? {stuck}.{clock}"
-        )
+    sentence = report.verdict_sentence()
+    mark, style = ("✔ ", "bold green") if sentence.passed else ("✘ ", "bold red")
+    line = _text().append(mark + sentence.head, style=style).append(sentence.rest + ".")
+    if not sentence.passed:
+        line.append(f" Fix {Path(report.file).name} and ")
+        if watching:
+            line.append("save it again; stuck? press ").append("h", style="bold")
+        else:
+            line.append("run ").append("trainer check", style="bold").append(" again; stuck? ")
+            line.append(f"trainer hint {exercise.id}", style="bold")
+        line.append(".")
+    if interview_left is not None:
+        line.append(f" Interview: {_clock(interview_left)} left.", style="bold magenta")
+    out.print(line)
 
 
 # `check --show-output` shows this much of the output in the terminal; longer output is
