@@ -424,3 +424,15 @@ def test_a_kink_failure_far_from_the_kink_is_not_called_close_to_it(service, tmp
     assert kinks.message.startswith("away from the kinks"), kinks.message
     assert "close to the kink" not in kinks.message
     assert (kinks.diagnosis or {}).get("mistake") != "near_kink"
+
+
+def test_a_nan_gradient_where_the_reference_is_finite_is_named_in_backward_parity():
+    """Backward parity names it as the domain stage does (it was "none of the classic
+    mistakes"). Take ``_non_finite`` out of ``diagnosis.VALUE_RULES`` and this fails."""
+    from trainer.checking.trusted.diagnosis import classify
+
+    want = torch.tensor([0.5, -1.0, 0.0])
+    mistake, words = classify(want, torch.tensor([0.5, float("nan"), 0.0]))
+    assert mistake == "non_finite" and "nan" in words and "0/0" in words
+    assert classify(want, torch.tensor([0.5, float("inf"), 0.0]))[0] == "non_finite"
+    assert classify(want, want * 2)[0] == "constant_factor"  # finite mistakes keep their names
