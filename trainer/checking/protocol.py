@@ -119,6 +119,46 @@ def _read(raw: object, kind: Any, blobs: list[bytes], where: str) -> Any:
     raise WireError(f"{where}: {type(raw).__name__} is not a {getattr(kind, '__name__', kind)}")
 
 
+# -- a learner process: what the zygote is asked for -----------------------------------------
+
+
+@dataclass
+class LearnerFacts(Message):
+    """The little the learner's process knows of the exercise: what the answer is called
+    and looks like, the file and its text. No spec, no reference, no expected value."""
+
+    class_name: str = ""
+    param_names: list[str] = field(default_factory=list)
+    outputs: int = 1
+    form: str = "function"
+    file: str = ""
+    cwd: str = ""
+    source: str = ""
+
+
+@dataclass
+class Spawn(Message):
+    """A checker asks the learner zygote for a learner process (three descriptors go with
+    it: its control socket, its calls socket, the output pipe). ``scratch`` and
+    ``cgroup`` are the zygote's to fill in, for the process it makes."""
+
+    learner: LearnerFacts = field(default_factory=LearnerFacts)
+    memory_limit_mb: int | None = None
+    confine: dict[str, Any] | None = None  # host protection's settings (HostLimits.for_job)
+    imports: list[str] = field(default_factory=list)  # torch modules its calls will import
+    scratch: str | None = None  # its own folder
+    cgroup: str | None = None  # how a memory cgroup caps it, once capped
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"op": "spawn", **self.encode()[0]}
+
+    @classmethod
+    def from_wire(cls, header: object) -> Spawn:
+        if not isinstance(header, dict) or header.get("op") != "spawn":
+            raise WireError("not a spawn request")
+        return cls.decode({k: v for k, v in header.items() if k != "op"}, [])
+
+
 # -- replies ---------------------------------------------------------------------------------
 
 

@@ -566,15 +566,15 @@ def run(task: LearnerTask) -> None:
     Called from the server's bootstrap, once :func:`look_plain` has run: no
     frame of the trainer's own files lies below the learner's code."""
     learner = task.learner
-    path = Path(str(learner.get("file", "solution.py")))
+    path = Path(learner.file or "solution.py")
     expected = Expected(
-        class_name=str(learner.get("class_name", "")),
-        param_names=tuple(str(n) for n in learner.get("param_names", [])),
-        outputs=int(learner.get("outputs", 1)),
-        form=str(learner.get("form", "function")),
+        class_name=learner.class_name,
+        param_names=tuple(learner.param_names),
+        outputs=learner.outputs,
+        form=learner.form,
     )
-    source = str(learner.get("source", ""))
-    os.chdir(str(learner.get("cwd") or path.parent))
+    source = learner.source
+    os.chdir(learner.cwd or str(path.parent))
     server = _Server(expected, source, path)
     server.protection_level = task.protection.to_dict() if task.protection else None
     code = 0

@@ -38,9 +38,8 @@ import socket
 import sys
 import traceback
 from dataclasses import dataclass
-from typing import Any
 
-from trainer.checking import processes, transport
+from trainer.checking import processes, protocol, transport
 from trainer.checking.learner import confine, loading
 from trainer.checking.report import ProtectionLevel
 
@@ -49,7 +48,7 @@ from trainer.checking.report import ProtectionLevel
 class LearnerTask:
     """What a fresh learner process needs: the few facts of the exercise, its socket."""
 
-    learner: dict[str, Any]  # class name, parameter names, outputs, file, source
+    learner: protocol.LearnerFacts
     fd: int
     protection: ProtectionLevel | None = None  # what it runs under, decided before the file ran
 
@@ -148,43 +147,39 @@ def _become_spare(
     os.close(say)
     try:
         header, fds = transport.receive_with_fds(hand, 2)
+        spawn = protocol.Spawn.from_wire(header)
     except (transport.WireError, OSError):
         os._exit(0)  # discarded: the zygote closed its end
     hand.close()
     if len(fds) != 2:
         os._exit(0)
     learner_fd, output_fd = fds
-    header["scratch"] = scratch
-    cgroup = header.get("cgroup")
-    return _sealed(
-        header, learner_fd, output_fd, namespaces, cgroup if isinstance(cgroup, str) else None
-    )
+    spawn.scratch = scratch
+    return _sealed(spawn, learner_fd, output_fd, namespaces, spawn.cgroup)
 
 
-def _spare_for(header: dict[str, Any], spares: list[_Spare]) -> _Spare | None:
+def _spare_for(spawn: protocol.Spawn, spares: list[_Spare]) -> _Spare | None:
     """The spare learner process, if it fits this check: made with every protection (a
     check that leaves one out makes its own) and after every module the check's calls
     need was imported. A spare that does not fit is ended."""
     if not spares:
         return None
     spare = spares.pop()
-    wanted = header.get("imports")
-    modules = {m for m in wanted if isinstance(m, str)} if isinstance(wanted, list) else set()
-    if confine.skipped(header.get("confine")) or not modules <= spare.modules:
+    if confine.skipped(spawn.confine) or not set(spawn.imports) <= spare.modules:
         _discard(spare)
         return None
     return spare
 
 
-def _hand_over(spare: _Spare, header: dict[str, Any], learner_fd: int, output_fd: int) -> int:
+def _hand_over(spare: _Spare, spawn: protocol.Spawn, learner_fd: int, output_fd: int) -> int:
     """Give the spare its check: the memory cap first, then the header and descriptors.
     Returns its pid, or 0 if it is gone."""
     if spare.cgroup:
-        header["cgroup"] = confine.cap_memory_cgroup(
-            spare.scratch, header.get("confine"), header.get("memory_limit_mb"), spare.pid
+        spawn.cgroup = confine.cap_memory_cgroup(
+            spare.scratch, spawn.confine, spawn.memory_limit_mb, spare.pid
         )
     try:
-        transport.send_with_fds(spare.hand, header, [learner_fd, output_fd])
+        transport.send_with_fds(spare.hand, spawn.to_wire(), [learner_fd, output_fd])
     except (OSError, transport.WireError):
         _discard(spare)
         return 0
@@ -270,14 +265,18 @@ def _on_request(
         header, fds = transport.receive_with_fds(sock, 3)
     except (transport.WireError, OSError):
         raise _ZygoteExit from None  # the server went away
-    if header.get("op") != "spawn" or len(fds) != 3:
+    try:
+        spawn = protocol.Spawn.from_wire(header)
+    except transport.WireError:
+        spawn = None
+    if spawn is None or len(fds) != 3:
         for fd in fds:
             os.close(fd)
         return None
     control_fd, learner_fd, output_fd = fds
-    _import_once(header.get("imports"))
-    spare = _spare_for(header, spares)
-    pid = _hand_over(spare, header, learner_fd, output_fd) if spare is not None else 0
+    _import_once(spawn.imports)
+    spare = _spare_for(spawn, spares)
+    pid = _hand_over(spare, spawn, learner_fd, output_fd) if spare is not None else 0
     if spare is not None and pid:
         scratch: str | None = spare.scratch
     else:  # no spare, or a spare that is gone: make one now
@@ -288,10 +287,10 @@ def _on_request(
         fork = os.fork()
         if fork == 0:
             os.close(said)
-            header["scratch"] = scratch
+            spawn.scratch = scratch
             try:
                 return _become_learner(
-                    sock, selector, learners, header, control_fd, learner_fd, output_fd, say
+                    sock, selector, learners, spawn, control_fd, learner_fd, output_fd, say
                 )
             except BaseException:  # never back into the zygote's loop: this is not the zygote
                 os._exit(1)
@@ -306,7 +305,7 @@ def _on_request(
         control.close()
         confine.release(scratch)
         return None
-    cpu = confine.cpu_seconds(header.get("confine"))
+    cpu = confine.cpu_seconds(spawn.confine)
     learners[pid] = _Learner(control, scratch=scratch, cpu_seconds=cpu)
     selector.register(control, selectors.EVENT_READ, pid)
     with contextlib.suppress(OSError):
@@ -341,7 +340,7 @@ def _become_learner(
     sock: socket.socket,
     selector: selectors.BaseSelector,
     learners: dict[int, _Learner],
-    header: dict[str, Any],
+    spawn: protocol.Spawn,
     control_fd: int,
     learner_fd: int,
     output_fd: int,
@@ -356,10 +355,8 @@ def _become_learner(
     os.close(control_fd)
     for learner in learners.values():
         learner.control.close()
-    settings = header.get("confine")
-    limit = header.get("memory_limit_mb")
-    cgroup = confine.join_memory_cgroup(header.get("scratch"), settings, limit)
-    namespaces = confine.enter_namespaces(settings)
+    cgroup = confine.join_memory_cgroup(spawn.scratch, spawn.confine, spawn.memory_limit_mb)
+    namespaces = confine.enter_namespaces(spawn.confine)
     if "pid" in namespaces:
         try:
             child = os.fork()
@@ -373,11 +370,11 @@ def _become_learner(
         with contextlib.suppress(OSError):
             os.write(say, os.getpid().to_bytes(8, "little"))
     os.close(say)
-    return _sealed(header, learner_fd, output_fd, namespaces, cgroup)
+    return _sealed(spawn, learner_fd, output_fd, namespaces, cgroup)
 
 
 def _sealed(
-    header: dict[str, Any],
+    spawn: protocol.Spawn,
     learner_fd: int,
     output_fd: int,
     namespaces: dict[str, str],
@@ -389,21 +386,18 @@ def _sealed(
     os.dup2(output_fd, 2)
     os.close(output_fd)
     processes.set_dumpable(True)
-    limit = header.get("memory_limit_mb")
-    settings = header.get("confine")
+    limit = spawn.memory_limit_mb
     memory = limit_memory(limit)
-    if memory:
-        loading.MEMORY_LIMIT_MB = int(limit)  # type: ignore[arg-type]
+    if memory and limit is not None:
+        loading.MEMORY_LIMIT_MB = limit
         if cgroup:
             memory += f" and {cgroup}"
-    facts = header.get("learner")
-    facts = facts if isinstance(facts, dict) else {}
+    facts = spawn.learner
     # Host protection, before anything of the learner's runs.
-    scratch = header.get("scratch")
+    scratch = spawn.scratch
     if scratch:
-        facts["cwd"] = scratch
-    file = str(facts.get("file", ""))
-    protection = confine.confine(settings, scratch, file, memory, namespaces)
+        facts.cwd = scratch
+    protection = confine.confine(spawn.confine, scratch, facts.file, memory, namespaces)
     return LearnerTask(facts, learner_fd, protection)
 
 

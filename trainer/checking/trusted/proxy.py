@@ -82,8 +82,8 @@ class Sandbox:
         *,
         source: str,
         path: Path,
-        memory_limit_mb: object = None,
-        confine: object = None,
+        memory_limit_mb: int | None = None,
+        confine: dict[str, Any] | None = None,
         imports: Sequence[str] = (),
     ) -> Sandbox:
         """Ask the zygote for a fresh learner process for ``source``. ``imports``: the
@@ -91,25 +91,24 @@ class Sandbox:
         once for all its learner processes."""
         control, control_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         calls, calls_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        learner = {
-            "class_name": exercise.class_name,
-            "param_names": list(exercise.param_names),
-            "outputs": exercise.outputs,
-            "form": exercise.form,
-            "file": str(path),
-            "cwd": str(path.parent),
-            "source": source,
-        }
+        spawn = protocol.Spawn(
+            learner=protocol.LearnerFacts(
+                class_name=exercise.class_name,
+                param_names=list(exercise.param_names),
+                outputs=exercise.outputs,
+                form=exercise.form,
+                file=str(path),
+                cwd=str(path.parent),
+                source=source,
+            ),
+            memory_limit_mb=memory_limit_mb,
+            confine=confine,
+            imports=list(imports),
+        )
         try:
             transport.send_with_fds(
                 zygote,
-                {
-                    "op": "spawn",
-                    "learner": learner,
-                    "memory_limit_mb": memory_limit_mb,
-                    "confine": confine,  # host protection's limits (issue 16)
-                    "imports": list(imports),
-                },
+                spawn.to_wire(),
                 [control_theirs.fileno(), calls_theirs.fileno(), 1],  # 1: the output pipe
             )
             reply, _ = transport.receive_with_fds(control, 0)
