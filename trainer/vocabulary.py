@@ -63,7 +63,7 @@ _TORCH_FUNC = ("torch._dynamo",)
 _FORWARD_AD = ("torch._decomp.decompositions_for_jvp",)
 
 # What a spec's ``function_api`` may list: the parts of the Function API it teaches.
-FUNCTION_API = ("mark_dirty", "non_differentiable", "jvp", "vmap")
+FUNCTION_API = ("mark_dirty", "non_differentiable", "jvp", "vmap", "autocast")
 
 
 @dataclass(frozen=True)
@@ -166,6 +166,14 @@ STAGES: tuple[Stage, ...] = (
         checks="torch.func.vmap and torch.func.grad work through the Function",
         learner_imports=_TORCH_FUNC,
         forms=("function",),
+    ),
+    Stage(
+        "autocast",
+        "Under autocast",
+        f"{_STAGES}.autocast:autocast_stage",
+        _uses("autocast"),
+        weight=2,
+        checks="under torch.autocast forward and backward keep float32 where the op needs it",
     ),
     Stage(
         "state",

@@ -573,3 +573,50 @@ class OpCheck(Request[OpCheckReply]):
 
 def _as_list(value: object) -> list[Any]:
     return list(value) if isinstance(value, tuple | list) else []
+
+
+@dataclass
+class AutocastReply(Reply):
+    outputs: object = value()
+    grads: object = value()
+
+
+@dataclass
+class Autocast(Request[AutocastReply]):
+    """forward, then backward through autograd's engine, with forward called under
+    ``torch.autocast`` (CPU, ``dtype``), as a mixed-precision training step calls it."""
+
+    op = "autocast"
+    reply = AutocastReply
+    args: object = value()
+    requires_grad: list[bool] = field(default_factory=list)
+    upstream: object = value()
+    dtype: str = "bfloat16"
+
+    def handle(self, learner: LearnerSide) -> Reply:
+        answer = learner.answer
+        if answer is None:
+            return AutocastReply(error=LearnerError("the answer was not loaded"))
+        args = [
+            a.detach().requires_grad_(True) if isinstance(a, torch.Tensor) and wanted else a
+            for a, wanted in zip(_as_list(self.args), self.requires_grad, strict=False)
+        ]
+        leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+        try:
+            with torch.autocast("cpu", dtype=getattr(torch, self.dtype)):
+                result = answer.apply(*args)
+                outputs = answer.own_graph(_as_list(result) or [result])
+        except BaseException as error:  # the learner's code may raise anything
+            return AutocastReply(error=learner.failed(error, "forward under torch.autocast"))
+        weighted = [
+            (o.float() * u.float()).sum()
+            for o, u in zip(outputs, _as_list(self.upstream), strict=False)
+            if isinstance(o, torch.Tensor) and o.requires_grad and isinstance(u, torch.Tensor)
+        ]
+        try:
+            grads = torch.autograd.grad(torch.stack(weighted).sum(), leaves, allow_unused=True)
+        except BaseException as error:  # the learner's backward may raise anything
+            return AutocastReply(
+                outputs=outputs, error=learner.failed(error, "backward after torch.autocast")
+            )
+        return AutocastReply(outputs=outputs, grads=list(grads))
