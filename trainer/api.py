@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from trainer.catalog import Catalog, folder_feedback
 from trainer.class_source import source_of_class
 from trainer.errors import TrainerError, WorkspaceError
+from trainer.explain import first_pass_derivation
 from trainer.history import diagnosis_of
 from trainer.spec import Exercise
 from trainer.state import StateStore
@@ -70,9 +71,17 @@ class Report:
     """
 
     def __init__(
-        self, raw: CheckReport, *, warm: bool, advice: str = "", startup: float = 0.0
+        self,
+        raw: CheckReport,
+        *,
+        warm: bool,
+        advice: str = "",
+        startup: float = 0.0,
+        derivation: str | None = None,
     ) -> None:
         self.raw = raw
+        # The exercise's worked derivation (math, no code) on its first pass, else None.
+        self.derivation = derivation
         self.warm = warm
         self.advice = advice  # what to do next, in the terms of where the check ran
         self.startup = startup  # seconds spent starting the checking server (a cold check)
@@ -254,7 +263,13 @@ class Session:
             WARM.close()
             raise
         self.record_check(exercise, raw.passed, diagnosis_of(raw))
-        return Report(raw, warm=warm, advice=_advice(raw, cell), startup=startup)
+        return Report(
+            raw,
+            warm=warm,
+            advice=_advice(raw, cell),
+            startup=startup,
+            derivation=first_pass_derivation(self.store, exercise, raw.passed),
+        )
 
     def check_cell(
         self,
