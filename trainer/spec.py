@@ -22,6 +22,8 @@ from trainer.errors import SpecError, SpecFieldError, SpecProblems
 from trainer.vocabulary import FUNCTION_API, MISTAKE_IDS, STAGE_BY_ID, STAGE_IDS, stages_for
 
 FORMAT_VERSION = 1
+# What an answer may be (see trainer.checking.learner.answers).
+ANSWER_FORMS = ("function", "custom_op")
 DIFFICULTIES = ("easy", "medium", "hard", "expert")
 # The topics the catalogue is grouped by (`trainer list`, `trainer next --track`), in
 # the order they are shown, with their titles.
@@ -186,6 +188,10 @@ class Exercise:
     mistakes: Mapping[str, DeclaredMistake] = field(default_factory=dict)
     # Parts of the Function API the exercise teaches; each adds its stage.
     function_api: tuple[str, ...] = ()
+    # The form of the answer: a Function class ("function"), or an op made with
+    # torch.library.custom_op with its gradient registered ("custom_op"); class_name is
+    # then the op's name in the file.
+    form: str = "function"
     # A grade's points per stage where they differ from the stage's default weight.
     weights: Mapping[str, int] = field(default_factory=dict)
     source: Path = field(default=Path("<memory>"), compare=False)
@@ -635,6 +641,7 @@ _FIELDS_OPTIONAL = (
     "derivation",
     "double_backward",
     "expected_gradient",
+    "form",
     "function_api",
     "gradcheck",
     "mistakes",
@@ -803,6 +810,7 @@ def exercise_from_mapping(data: object, file: str, source: Path | None = None) -
         ),
         "gradcheck": field("gradcheck", _Node.boolean, True),
         "function_api": field("function_api", _function_api, cast(tuple[str, ...], ())),
+        "form": field("form", lambda n: n.choice(ANSWER_FORMS), "function"),
         "weights": field("weights", _weights, {}),
     }
     if collect.problems:
@@ -823,6 +831,12 @@ def exercise_from_mapping(data: object, file: str, source: Path | None = None) -
         **{**values, "cases": tuple(values["cases"])},
     )
     _check_weights(exercise, root.child("weights"))
+    if exercise.form != "function" and exercise.function_api:
+        raise SpecFieldError(
+            root.child("function_api")
+            .fail(f"the Function API's parts teach a Function class; form {exercise.form} has none")
+            .message
+        )
     return exercise
 
 
