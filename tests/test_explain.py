@@ -179,7 +179,7 @@ def test_explain_after_a_pass_shows_the_current_exercise_s_derivation_and_no_cod
 def test_explain_of_an_exercise_without_a_derivation_says_so_and_points_to_the_solution(
     monkeypatch: pytest.MonkeyPatch,
 ):
-    from trainer.commands.common import Session
+    from trainer.session import Session
 
     bare = _without("relu")
     monkeypatch.setattr(Session, "exercise", lambda self, exercise_id: bare)

@@ -12,8 +12,9 @@ from trainer.commands.common import (
     LEARN_PANEL,
     ExerciseArgument,
     ExercisesDirOption,
-    Session,
     WorkspaceOption,
+    open_session,
+    show_notices,
 )
 from trainer.explain import (
     DECLINED,
@@ -44,7 +45,7 @@ def explain(
 
     Example: trainer explain softmax
     """
-    session = Session(ctx, workspace, exercises_dir)
+    session = open_session(ctx, workspace, exercises_dir)
     exercise = session.exercise(exercise_id)
     try:
         shown = explanation(exercise, session.store, force=force)
@@ -57,5 +58,5 @@ def explain(
         shown = explanation(exercise, session.store, force=True)
     if not shown.passed:
         record_early_look(session.writable_store(), exercise)
-        session.show_notices()
+        show_notices(session)
     console.derivation(shown)
