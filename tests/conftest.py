@@ -21,6 +21,7 @@ import pytest
 from typer.testing import CliRunner
 
 from trainer.catalog import Catalog
+from trainer.checking.job import Job
 from trainer.checking.runner import CheckingService, HostLimits, run_check
 from trainer.cli import app
 
@@ -86,7 +87,7 @@ class _Lent:
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self._service = shared_service()
 
-    def launch(self, job: dict[str, Any]) -> Any:
+    def launch(self, job: Job) -> Any:
         return self._service.launch(job)
 
     def exit_code(self, pid: int, wait: float) -> int | None:

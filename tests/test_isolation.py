@@ -26,6 +26,7 @@ import yaml
 
 from tests.conftest import CATALOG, REPO, check_json, first_failure, run_cli, stage
 from trainer.checking import transport
+from trainer.checking.job import Job
 from trainer.checking.runner import Launched, run_check
 
 CORRECT_SOLUTION = (REPO / "solutions" / "sigmoid.py").read_text(encoding="utf-8")
@@ -1318,7 +1319,7 @@ class _ForgingService:
     def died_since(self, generation: int, wait: float) -> bool:
         return False
 
-    def launch(self, job: dict[str, Any]) -> Launched:
+    def launch(self, job: Job) -> Launched:
         def stream(stamp: dict[str, object], failing: str | None) -> bytes:
             frames = [transport.pack({"type": "ready", "stages": self.stages} | stamp)]
             for stage_id in self.stages:
@@ -1327,7 +1328,7 @@ class _ForgingService:
                 frames.append(transport.pack({"type": "stage-end", "result": result} | stamp))
             return b"".join(frames)
 
-        token = str(job["token"])
+        token = job.token
         stamps = ["0" * 32, token[::-1], token.upper(), token[:-1], None, 0, ""]
         forged = [
             stream({"token": t}, None) + transport.pack({"type": "done", "token": t})

@@ -424,3 +424,41 @@ def test_a_kink_failure_far_from_the_kink_is_not_called_close_to_it(service, tmp
     assert kinks.message.startswith("away from the kinks"), kinks.message
     assert "close to the kink" not in kinks.message
     assert (kinks.diagnosis or {}).get("mistake") != "near_kink"
+
+
+def test_a_nan_gradient_where_the_reference_is_finite_is_named_in_backward_parity():
+    """Backward parity names it as the domain stage does (it was "none of the classic
+    mistakes"). Take ``_non_finite`` out of ``diagnosis.VALUE_RULES`` and this fails."""
+    from trainer.checking.trusted.diagnosis import classify
+
+    want = torch.tensor([0.5, -1.0, 0.0])
+    mistake, words = classify(want, torch.tensor([0.5, float("nan"), 0.0]))
+    assert mistake == "non_finite" and "nan" in words and "0/0" in words
+    assert classify(want, torch.tensor([0.5, float("inf"), 0.0]))[0] == "non_finite"
+    assert classify(want, want * 2)[0] == "constant_factor"  # finite mistakes keep their names
+
+
+def test_a_right_answer_passes_gradcheck_where_the_reference_is_nan():
+    """A small case where every row is ignored: torch's loss is nan (a mean over no row)
+    and its gradient 0. Finite differences of a nan are nan whatever backward returns,
+    so gradcheck leaves such runs out. Remove the ``_finite`` filter of
+    ``Plan.gradcheck_runs`` and this right answer fails gradcheck."""
+    from tests.conftest import CATALOG, REPO, shared_service
+    from trainer.checking.runner import run_check
+    from trainer.spec import exercise_from_mapping
+
+    base = CATALOG.get("label_smoothing_ce")
+    cases = [
+        *base.data["cases"],
+        {"logits": [3, 1], "target": [3], "label_smoothing": 0.1, "ignore_index": 0},
+    ]
+    exercise = exercise_from_mapping(
+        {**base.data, "cases": cases}, "label_smoothing_ce.yaml", base.source
+    )
+    report = run_check(
+        exercise,
+        REPO / "solutions" / "label_smoothing_ce.py",
+        service=shared_service(),
+        catalogue_file=True,
+    )
+    assert report.passed, report.first_failure

@@ -32,6 +32,7 @@ from typing import IO, Any
 import trainer
 from trainer.checking import processes, transport
 from trainer.checking.feedback import DEFAULT_FEEDBACK, with_feedback
+from trainer.checking.job import Job
 from trainer.checking.limits import (
     DEFAULT_MEMORY_LIMIT_MB,
     DEFAULT_SCRATCH_MB,
@@ -222,7 +223,7 @@ class CheckingService:
             )
             return self._gone or self.generation != generation
 
-    def launch(self, job: dict[str, Any]) -> Launched:
+    def launch(self, job: Job) -> Launched:
         """Start one check of ``job``; the caller reads the pipes and closes them."""
         result_read, result_write = os.pipe()
         output_read, output_write = os.pipe()
@@ -239,7 +240,7 @@ class CheckingService:
                     )
                 os.close(job_read)
                 job_read = -1
-                transport.send(job_write, job)
+                transport.send(job_write, job.to_wire())
                 os.close(job_write)
                 job_write = -1
                 with self._changed:
@@ -499,23 +500,22 @@ def _check(
     output_file: Path | None = None,
 ) -> CheckReport:
     token = secrets.token_hex(16)
-    job = {
-        "exercise": exercise.data,
-        "spec_path": str(exercise.source.resolve()),
-        "spec_name": _display(exercise.source),
-        "file": str(file.resolve()),
-        "source": source,
-        "seed": seed,
-        # The reference solution, run by the checker for advice (saved bytes).
-        "solution": str(solution) if solution is not None else None,
-        "double_backward": double_backward,
-        "memory_limit_mb": memory_limit_mb,
-        "stop_after_failure": stop_after_failure,
-        "draw_always": draw_always,
-        "confine": (limits or HostLimits()).for_job(timeout, _exercise_folders(exercise, solution)),
-        "token": token,
-        "output_mark": secrets.token_hex(8),
-    }
+    job = Job(
+        exercise=dict(exercise.data),
+        spec_path=str(exercise.source.resolve()),
+        spec_name=_display(exercise.source),
+        file=str(file.resolve()),
+        source=source,
+        seed=seed,
+        solution=str(solution) if solution is not None else None,
+        double_backward=double_backward,
+        memory_limit_mb=memory_limit_mb,
+        stop_after_failure=stop_after_failure,
+        draw_always=draw_always,
+        confine=(limits or HostLimits()).for_job(timeout, _exercise_folders(exercise, solution)),
+        token=token,
+        output_mark=secrets.token_hex(8),
+    )
     if service is None:
         with CheckingService() as own:
             return _run_job(own, job, exercise, file, raw, started, timeout, output_file)
@@ -524,7 +524,7 @@ def _check(
 
 def _run_job(
     service: CheckingService,
-    job: dict[str, Any],
+    job: Job,
     exercise: Exercise,
     file: Path,
     raw: bytes,
@@ -532,7 +532,7 @@ def _run_job(
     timeout: float,
     output_file: Path | None = None,
 ) -> CheckReport:
-    seed = int(job["seed"])
+    seed = job.seed
     for attempt in range(SERVER_RETRIES + 1):
         last = attempt == SERVER_RETRIES
         with contextlib.ExitStack() as files:
@@ -572,21 +572,21 @@ def _run_job(
 
 def _attempt(
     service: CheckingService,
-    job: dict[str, Any],
+    job: Job,
     timeout: float,
     last: bool,
     spill: IO[bytes] | None = None,
 ) -> tuple[_Collected, bool, int | None, bool]:
     """One run of the job: what was collected, whether it timed out, the checker's exit
     code when it ended without its last frame, and whether the server died under it."""
-    token = str(job["token"])
+    token = job.token
     try:
         launched = service.launch(job)
     except ServerStopped:
         if last:
             raise
         return _Collected(), False, None, True
-    collected = _Collected(mark=str(job.get("output_mark", "")), spill=spill)
+    collected = _Collected(mark=job.output_mark, spill=spill)
     try:
         # The limit is for the check itself, not for starting the server.
         timed_out = _collect(launched, token, collected, time.monotonic() + timeout)

@@ -22,7 +22,6 @@ import contextlib
 import functools
 import gc
 import hashlib
-import json
 import os
 import selectors
 import socket
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.checking import processes, transport
+from trainer.checking.job import Job
 
 # Plans by (spec, seed): computing one is trusted work, the same for every
 # check of an exercise, and forks inherit a cached plan. Only the last few are kept:
@@ -174,15 +174,10 @@ def _let_go() -> None:
     processes.give_back_free_memory()
 
 
-def _plan_key(job: dict[str, Any]) -> tuple[str, int]:
-    spec = json.dumps(job.get("exercise"), sort_keys=True)
-    return hashlib.sha256(spec.encode()).hexdigest(), int(job.get("seed", 0))
-
-
-def _plan(job: dict[str, Any]) -> Any:
+def _plan(job: Job) -> Any:
     from trainer.checking.trusted.checker import build_job_plan, warm_up_for
 
-    key = _plan_key(job)
+    key = job.plan_key
     if key in _PLANS:
         _PLANS.move_to_end(key)
         return _PLANS[key]
@@ -204,17 +199,17 @@ def _plan(job: dict[str, Any]) -> Any:
     return plan
 
 
-def _reference_saved(job: dict[str, Any], plan: Any) -> dict[str, int] | None:
+def _reference_saved(job: Job, plan: Any) -> dict[str, int] | None:
     """The reference solution's saved bytes for this plan (None: the checker works them out)."""
     from trainer.checking.trusted.checker import job_exercise
     from trainer.checking.trusted.plan import reference_saved_bytes
 
-    solution = job.get("solution")
+    solution = job.solution
     if plan is None or not solution:
         return None
     try:
         version = hashlib.sha256(Path(str(solution)).read_bytes()).hexdigest()
-        key = (_plan_key(job), str(solution), version)
+        key = (job.plan_key, str(solution), version)
         if key not in _SAVED:
             _SAVED[key] = reference_saved_bytes(job_exercise(job), plan, str(solution))
     except Exception:  # advice only: the checker tries again, and a check never fails for it
@@ -225,9 +220,10 @@ def _reference_saved(job: dict[str, Any], plan: Any) -> dict[str, int] | None:
 def _start_checker(control: socket.socket, to_zygote: socket.socket, fds: list[int]) -> int:
     job_fd, result_fd, output_fd = fds
     try:
-        job, _ = transport.receive(job_fd)
-    except transport.WireError:
-        job = {}
+        wire, _ = transport.receive(job_fd)
+        job: Job | None = Job.from_wire(wire)
+    except (transport.WireError, ValueError, TypeError):
+        job = None
     os.close(job_fd)
     plan = _plan(job) if job else None
     saved = _reference_saved(job, plan) if job else None
@@ -241,6 +237,8 @@ def _start_checker(control: socket.socket, to_zygote: socket.socket, fds: list[i
             os.close(output_fd)
             from trainer.checking.trusted import checker
 
+            if job is None:
+                raise ValueError("the job sent to the checking server cannot be read")
             checker.run(
                 job, result_fd=result_fd, zygote=to_zygote, plan=plan, reference_saved=saved
             )

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer.checking import transport
+from trainer.checking.job import Job
 from trainer.checking.report import StageResult
 from trainer.spec import Exercise, exercise_from_mapping
 from trainer.vocabulary import STAGES, stages_for
@@ -48,29 +49,29 @@ def warm_up() -> None:
         stage_body(stage)
 
 
-def warm_up_for(job: dict[str, Any]) -> None:
+def warm_up_for(job: Job) -> None:
     """Import, once in the server, what this exercise's stages import on first use, so
     that its checkers (forks of the server) do not each pay it. Too slow for
     :func:`warm_up`, which every server runs, checking any exercise."""
-    stages = stages_for(job_exercise(job), bool(job.get("double_backward")))
+    stages = stages_for(job_exercise(job), job.double_backward)
     for module in sorted({m for stage in stages for m in stage.checker_imports}):
         importlib.import_module(module)
 
 
-def job_exercise(job: dict[str, Any]) -> Exercise:
+def job_exercise(job: Job) -> Exercise:
     """The spec the CLI validated, as it sent it: never read again from disk."""
-    source = Path(str(job["spec_path"])) if job.get("spec_path") else None
-    return exercise_from_mapping(job["exercise"], str(job.get("spec_name", "spec")), source)
+    source = Path(job.spec_path) if job.spec_path else None
+    return exercise_from_mapping(job.exercise, job.spec_name, source)
 
 
-def build_job_plan(job: dict[str, Any]) -> Any:
+def build_job_plan(job: Job) -> Any:
     from trainer.checking.trusted.plan import build_plan
 
-    return build_plan(job_exercise(job), int(job.get("seed", 0)))
+    return build_plan(job_exercise(job), job.seed)
 
 
 def run(
-    job: dict[str, Any],
+    job: Job,
     result_fd: int,
     zygote: socket.socket,
     plan: Any = None,
@@ -87,7 +88,7 @@ def run(
         run_stages,
     )
 
-    channel = Channel(result_fd, str(job.get("token", "")))
+    channel = Channel(result_fd, job.token)
     try:
         exercise = job_exercise(job)
         if plan is None:
@@ -95,21 +96,21 @@ def run(
     except Exception as error:  # a broken reference is the spec's fault, not the learner's
         channel.send(
             type="error",
-            message=f"{job.get('spec_name')}: preparing the check failed (reference, cases or "
+            message=f"{job.spec_name}: preparing the check failed (reference, cases or "
             f"stability probes): {error}",
         )
         return
 
-    path = Path(str(job["file"]))
-    double_backward = bool(job.get("double_backward"))
+    path = Path(job.file)
+    double_backward = job.double_backward
     stages_to_run = stages_for(exercise, double_backward)
     sandbox = Sandbox.start(
         zygote,
         exercise,
-        source=str(job["source"]),
+        source=job.source,
         path=path,
-        memory_limit_mb=job.get("memory_limit_mb"),
-        confine=job.get("confine"),
+        memory_limit_mb=job.memory_limit_mb,
+        confine=job.confine,
         imports=sorted({m for stage in stages_to_run for m in stage.learner_imports}),
     )
     if sandbox.pid:
@@ -121,7 +122,7 @@ def run(
 
     from trainer.checking.trusted import stages
 
-    stages._OUTPUT["mark"] = str(job.get("output_mark", ""))
+    stages._OUTPUT["mark"] = job.output_mark
 
     def report(stage: str, body: Callable[[], StageOutcome]) -> StageOutcome:
         mark_output(stage=stage)  # what the learner's code prints now belongs to this stage
@@ -156,10 +157,10 @@ def run(
         sandbox=sandbox,
         reference_saved=reference_saved
         if reference_saved is not None
-        else reference_saved_bytes(exercise, plan, job.get("solution")),
+        else reference_saved_bytes(exercise, plan, job.solution),
         double_backward=double_backward,
-        stop_after_failure=bool(job.get("stop_after_failure")),
-        draw_always=bool(job.get("draw_always")),
+        stop_after_failure=job.stop_after_failure,
+        draw_always=job.draw_always,
     )
     run_stages(checked, report)
     sandbox.stop()

@@ -151,6 +151,19 @@ def _known(e: Evidence) -> tuple[str, str] | None:
     return None
 
 
+def _non_finite(e: Evidence) -> tuple[str, str] | None:
+    """inf or nan where the right gradient is finite: a 0/0, a log of 0, an overflow."""
+    bad = ~torch.isfinite(e.have) & torch.isfinite(e.want)
+    if not bool(bad.any()):
+        return None
+    kinds = sorted({"nan" if bool(torch.isnan(v)) else "inf" for v in e.have[bad].flatten()[:64]})
+    return (
+        "non_finite",
+        f"{MISTAKES['non_finite']} ({' and '.join(kinds)}: a 0/0, a log of 0, an exp that "
+        "overflows?)",
+    )
+
+
 def _inverted_mask(e: Evidence) -> tuple[str, str] | None:
     if e.upstream is None or e.upstream.shape != e.want.shape:
         return None
@@ -199,6 +212,7 @@ VALUE_RULES: tuple[Rule, ...] = (
     _no_grad_output,
     _sign_flipped,
     _known,
+    _non_finite,
     _inverted_mask,
     _missing_mask,
     _constant_factor,

@@ -1,0 +1,54 @@
+"""One check, as the command line hands it to the checking server and its checker.
+
+A job travels once, as JSON, from the CLI's process to the server, which forks a
+checker for it; both sides are ours (the learner's process never sees a job: it
+gets only :class:`~trainer.checking.protocol.Load`'s few facts). No torch here: the
+CLI builds jobs without importing it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Job:
+    exercise: dict[str, Any]  # the spec as the CLI validated it: never read from disk again
+    spec_path: str
+    spec_name: str  # how to name the spec in a message
+    file: str  # the learner's file, resolved
+    source: str  # its text, as read once by the CLI
+    seed: int
+    token: str  # stamps every result frame: only this job's checker knows it
+    output_mark: str  # marks the stages in the output: the learner's process never holds it
+    solution: str | None = None  # the reference solution, for advice (saved bytes)
+    double_backward: bool = False
+    memory_limit_mb: int | None = None
+    stop_after_failure: bool = False
+    draw_always: bool = False
+    confine: dict[str, Any] = field(default_factory=dict)  # host protection's settings
+
+    def to_wire(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_wire(cls, data: object) -> Job:
+        """The job a frame holds; ValueError when it is not one (a frame is ours, so this
+        is a bug of ours, never the learner's)."""
+        if not isinstance(data, dict):
+            raise ValueError("a job is not an object")
+        names = {f.name for f in dataclasses.fields(cls)}
+        if not names >= set(data) or not {"exercise", "file", "source", "token"} <= set(data):
+            raise ValueError(f"a job's fields are {sorted(data)}, not {sorted(names)}")
+        return cls(**data)
+
+    @property
+    def plan_key(self) -> tuple[str, int]:
+        """What a plan depends on: the spec and the seed."""
+        import hashlib
+        import json
+
+        spec = json.dumps(self.exercise, sort_keys=True)
+        return hashlib.sha256(spec.encode()).hexdigest(), self.seed
