@@ -39,6 +39,12 @@ from trainer.content_rules.answers import (
     answer_share_warnings,
 )
 from trainer.content_rules.concepts import RULE_CONCEPT_REPEAT, concept_repeat_warnings
+from trainer.content_rules.derivation import (
+    RULE_CODE_IN_DERIVATION,
+    RULE_DERIVATION_MISSING,
+    RULE_DERIVATION_TOO_WIDE,
+    derivation_warnings,
+)
 from trainer.content_rules.teaching import (
     RULE_ANSWER_BEFORE_LAST_HINT,
     RULE_STAGE_NOT_IN_STATEMENT,
@@ -359,6 +365,68 @@ def test_a_statement_naming_every_stage_is_not_warned_and_the_scaffold_s_does():
     assert stage_naming_warnings(make_exercise()) == []
 
 
+# --- the worked derivation ----------------------------------------------------------
+
+
+def test_a_spec_without_a_derivation_is_warned_and_still_loads():
+    bare = make_exercise()
+    bare.derivation = ""
+    (warning,) = derivation_warnings(bare)
+    assert warning.rule == RULE_DERIVATION_MISSING and warning.where == "derivation"
+    assert "`derivation:`" in warning.message and "`trainer explain`" in warning.message
+
+
+def test_a_derivation_line_wider_than_72_columns_is_warned_with_its_number():
+    mine = make_exercise()
+    mine.derivation = "∂L/∂x = g\n" + "x" * 72 + "\n" + "y" * 73 + "\n" + "∂" * 80
+    (warning,) = derivation_warnings(mine)
+    assert warning.rule == RULE_DERIVATION_TOO_WIDE
+    assert warning.message.startswith("lines 3 and 4 are wider than 72 columns")
+
+
+def test_a_wide_character_counts_two_columns():
+    mine = make_exercise()
+    mine.derivation = "全" * 36 + "\n" + "x̂" * 72  # a combining hat takes no column
+    assert derivation_warnings(mine) == []
+    mine.derivation = "全" * 37
+    assert rules_of(derivation_warnings(mine)) == [RULE_DERIVATION_TOO_WIDE]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "grad = grad_output * y * (1 - y)",
+        "• return g * y",
+        "g.sum(dim=0)",
+        "y = torch.sigmoid(x)",
+        "`ctx.saved_tensors`",
+    ],
+)
+def test_code_in_a_derivation_is_warned(line: str):
+    mine = make_exercise()
+    mine.derivation = f"∂L/∂x = 3 · g\n{line}"
+    (warning,) = derivation_warnings(mine)
+    assert warning.rule == RULE_CODE_IN_DERIVATION
+    assert "leave the code to `trainer solution`" in warning.message
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "y[p] = x[index[p]]",
+        "  y[n, c, i, j] = x[n, c, m(n, c, i, j)],",
+        "∂L/∂x = g ⊙ y ⊙ (1 − y)",
+        "• g ⊙ y: takes the output's value for the slope, which is 1.",
+        "r = (mean(x²) + ε)^(−1/2)",
+        "y = 3·x",
+    ],
+)
+def test_maths_and_index_notation_in_a_derivation_are_not_code(line: str):
+    mine = make_exercise()
+    mine.derivation = line
+    assert derivation_warnings(mine) == []
+
+
 # --- all rules, and validate ----------------------------------------------------------
 
 
@@ -373,12 +441,15 @@ def test_content_warnings_applies_every_rule():
         hints=["`x.sum()`", FORMULA, "`return 3 * grad_output`"],
     )
     mine.statement = "Write it."
+    mine.derivation = "∂L/∂x = " + "3 · g + " * 10 + "0\ngrad = 3 * grad_output"
     theirs = make_exercise(
         "theirs",
         questions=[("Why random upstream gradients?", ["a"], 1), UNUSED_OUTPUT],
     )
+    theirs.derivation = ""  # a missing derivation excludes the other two derivation rules
     every_end = AnswerShares(questions=20, longest=20, shortest=20)
     warnings = content_warnings(mine, questions_of([mine, theirs]), every_end)
+    warnings += content_warnings(theirs)
     assert sorted(set(rules_of(warnings))) == sorted(RULES)
     assert str(warnings[0]).startswith(f"{warnings[0].where}: ")
 

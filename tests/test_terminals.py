@@ -93,6 +93,10 @@ CASES = {
     "stats": Case(("stats",), r"Checks per day.*Weak spots", prepare=_study_record),
     "quiz": Case(("quiz", "sigmoid", "--seed", "1"), r"Score: \d+ of \d+", keys=_quiz_keys()),
     "solution": Case(("solution", "sigmoid"), r"Good call", keys=((r"\[y/N\]", "\n"),)),
+    "explain": Case(
+        ("explain",), r"How the gradient is derived: sigmoid.*Where learners", prepare=_study_record
+    ),
+    "explain-early": Case(("explain", "relu"), r"Good call", keys=((r"\[y/N\]", "\n"),)),
     "reset": Case(("reset", "--all"), r"Nothing was reset", keys=((r"\[y/N\]", "n\n"),)),
     "interview": Case(("interview", "relu", "--minutes", "5"), r"Interview started"),
     "interview-stop": Case(("interview", "--stop"), r"Hints used", prepare=_interview),

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from trainer.checking.limits import DEFAULT_SEED, DEFAULT_TIMEOUT
 from trainer.class_source import source_of_class
 from trainer.errors import TrainerError, WorkspaceError
+from trainer.explain import first_pass_derivation
 from trainer.session import CheckOptions, Session
 from trainer.spec import Exercise
 
@@ -77,9 +78,17 @@ class Report:
     """
 
     def __init__(
-        self, raw: CheckReport, *, warm: bool, advice: str = "", startup: float = 0.0
+        self,
+        raw: CheckReport,
+        *,
+        warm: bool,
+        advice: str = "",
+        startup: float = 0.0,
+        derivation: str | None = None,
     ) -> None:
         self.raw = raw
+        # The exercise's worked derivation (math, no code) on its first pass, else None.
+        self.derivation = derivation
         self.warm = warm
         self.advice = advice  # what to do next, in the terms of where the check ran
         self.startup = startup  # seconds spent starting the checking server (a cold check)
@@ -227,7 +236,13 @@ def check_file(
         WARM.close()
         raise
     raw = checked.report
-    return Report(raw, warm=warm, advice=_advice(raw, session.command, cell), startup=startup)
+    return Report(
+        raw,
+        warm=warm,
+        advice=_advice(raw, session.command, cell),
+        startup=startup,
+        derivation=first_pass_derivation(session.store, exercise, raw.passed),
+    )
 
 
 def check_cell(

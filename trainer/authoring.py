@@ -383,6 +383,21 @@ tolerances: {{}}          # defaults: float32 rtol 1e-5 atol 1e-6; float64 rtol 
 notes: |
   Shown with the solution after a pass: what to notice.
 
+# The worked derivation: shown under the first passing check and by `trainer
+# explain`. Math, no code, lines of at most 72 columns (shown as laid out, never
+# reflowed): from the forward's definition to the formula backward computes, then
+# where learners go wrong. Unicode math renders in every terminal: ∂ Σ · ᵀ ⊙ ².
+derivation: |
+  Forward, element by element:  y = 3·x.  Write g = ∂L/∂y (grad_output).
+
+  The local slope is dy/dx = 3, the same everywhere. Each y_i depends
+  on x_i alone, so ∂L/∂x_i = Σ_j g_j · ∂y_j/∂x_i = 3 · g_i:
+    ∂L/∂x = 3 · g.
+
+  Where learners go wrong:
+  • 3 alone is the slope, not ∂L/∂x: multiply by g.
+  • Nothing needs saving: the slope does not depend on x.
+
 # Known-wrong solutions in solutions/wrong/{id}/: each must fail first at
 # `fails_at`, with the checker naming `mistake` when one is given.
 wrong_variants:

@@ -50,6 +50,7 @@ COMMAND_MODULES = {
     "watch": "trainer.commands.watch",
     "reset": "trainer.commands.reset",
     "solution": "trainer.commands.solution",
+    "explain": "trainer.commands.explain",
     "interview": "trainer.commands.interview",
     "validate": "trainer.commands.validate",
     "new": "trainer.commands.new",

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
     from trainer.authoring import Validation
     from trainer.checking.report import CheckReport, ProtectionLevel, StageResult
+    from trainer.explain import AfterCheck, Derivation
     from trainer.gradebook import Gradebook
     from trainer.interview import InterviewSummary
     from trainer.review import Agenda, DueQuestion, ReviewStart
@@ -900,6 +901,30 @@ def solution(exercise: Exercise, source: str, passed: bool) -> None:
         out.print(syntax.highlight(source), soft_wrap=True)
     if exercise.notes:
         out.print(_panel(markdown(exercise.notes), title="What to notice", expand=False))
+
+
+def derivation(shown: Derivation) -> None:
+    """An exercise's worked derivation (`trainer explain`, and a check's first pass): in a
+    box when every line fits the terminal; otherwise plain, each line whole, as the
+    solution is. Its lines are math, laid out by the author: never reflowed."""
+    title = f"How the gradient is derived: {shown.exercise}" + (
+        "" if shown.passed else " (not passed yet)"
+    )
+    lines = shown.text.expandtabs().splitlines()
+    body = _text(shown.text.expandtabs())
+    if max(len(line) for line in lines) + 4 <= out.width:
+        out.print(_panel(body, title=title, title_align="left", expand=False))
+    else:
+        out.print(_text(title, style="bold"))
+        out.print(body, soft_wrap=True)
+
+
+def after_pass_derivation(after: AfterCheck) -> None:
+    """Under a passing check's report: the derivation on the exercise's first pass, and
+    where to see it again (on every pass)."""
+    if after.derivation is not None:
+        derivation(after.derivation)
+    out.print(f"See it again: [bold]trainer explain {after.exercise}[/]")
 
 
 def interview_started(exercise: Exercise, minutes: float) -> None:

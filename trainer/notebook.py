@@ -343,6 +343,8 @@ class TrainerMagics:
         self.display(report)
         for picture in report.pictures():
             self.display(picture)
+        if report.derivation is not None:  # the exercise's first pass
+            self._show(view.derivation(report.exercise, report.derivation))
 
 
 def _options(command: Command) -> CheckOptions:

@@ -271,6 +271,16 @@ def solution(exercise: Exercise, source: str, passed: bool) -> Shown:
     return _md(markdown)
 
 
+def derivation(exercise_id: str, text: str) -> Shown:
+    """An exercise's worked derivation under its first passing check: lines of math as
+    the author laid them out (preformatted, never reflowed)."""
+    title = f"How the gradient is derived: {exercise_id}"
+    return Shown(
+        text=f"{title}\n\n{text}",
+        html=f"<p><b>{html.escape(title)}</b></p><pre>{html.escape(text)}</pre>",
+    )
+
+
 def exercise_list(exercises: Sequence[Exercise], state: State) -> list[Shown]:
     head = ["", "Exercise", "Title", "Difficulty", "Status", "Hints", "Quiz", "Interview"]
     rows: list[list[str]] = []

@@ -170,6 +170,9 @@ class Exercise:
     tolerances: Tolerances
     wrong_variants: tuple[WrongVariant, ...] = ()
     notes: str = ""
+    # The worked derivation, in math notation and preformatted: shown after the first
+    # pass and by `trainer explain` (trainer.explain).
+    derivation: str = ""
     order: int = 100  # position among exercises of the same difficulty
     track: str | None = None  # one of TRACKS; None lists it under OTHER_TRACK
     # The ids of the exercises to do before this one (`trainer list` puts them first).
@@ -635,6 +638,7 @@ _FIELDS_REQUIRED = (
     "tolerances",
 )
 _FIELDS_OPTIONAL = (
+    "derivation",
     "double_backward",
     "expected_gradient",
     "form",
@@ -784,6 +788,7 @@ def exercise_from_mapping(data: object, file: str, source: Path | None = None) -
             or ()
         ),
         "notes": field("notes", _Node.text, ""),
+        "derivation": field("derivation", _Node.text, ""),
         "order": field("order", lambda n: n.integer(minimum=0), 100),
         "track": field("track", lambda n: n.choice(tuple(TRACKS)), None),
         "requires": field("requires", lambda n: _requires(n, exercise_id), ()),

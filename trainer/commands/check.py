@@ -24,6 +24,7 @@ from trainer.commands.common import (
 )
 from trainer.commands.quiz import run_quiz
 from trainer.errors import ExitCode, WorkspaceError
+from trainer.explain import after_check
 from trainer.session import CheckOptions, Session
 
 if TYPE_CHECKING:
@@ -135,6 +136,9 @@ def check(
         if counted.interview_ended is not None:
             console.interview_summary(counted.interview_ended)
         if report.passed:
+            after = after_check(session.store, exercise, passed=True)
+            if after is not None:  # the derivation on the first pass, where it is on others
+                console.after_pass_derivation(after)
             if console.is_interactive() and console.ask_yes_no("Take the quiz now?"):
                 run_quiz(session, exercise)
             else:

@@ -15,7 +15,10 @@ habits are easy to fall into and easy to detect without judgement:
   formula in math notation and leave the code to ``trainer solution``;
 - ``answer_before_last_hint``: an earlier hint gives code or the complete formula
   (:mod:`.teaching`);
-- ``stage_not_in_statement``: the statement does not name a stage the exercise runs.
+- ``stage_not_in_statement``: the statement does not name a stage the exercise runs;
+- ``derivation_missing``, ``derivation_too_wide``, ``code_in_derivation``: the worked
+  derivation shown after a pass is missing, has a line too wide for an 80-column
+  terminal, or holds code (:mod:`.derivation`).
 
 The functions here are pure: they take :class:`~trainer.spec.Exercise` objects
 (and the texts of shared questions) and return warnings. They never fail a spec;
@@ -40,6 +43,12 @@ from trainer.content_rules.answers import (
 from trainer.content_rules.base import ContentWarning, OtherQuestion
 from trainer.content_rules.code import code_in, span_is_code
 from trainer.content_rules.concepts import RULE_CONCEPT_REPEAT, concept_repeat_warnings, keywords
+from trainer.content_rules.derivation import (
+    RULE_CODE_IN_DERIVATION,
+    RULE_DERIVATION_MISSING,
+    RULE_DERIVATION_TOO_WIDE,
+    derivation_warnings,
+)
 from trainer.content_rules.teaching import (
     RULE_ANSWER_BEFORE_LAST_HINT,
     RULE_STAGE_NOT_IN_STATEMENT,
@@ -61,6 +70,9 @@ RULES = (
     RULE_CODE_IN_LAST_HINT,
     RULE_ANSWER_BEFORE_LAST_HINT,
     RULE_STAGE_NOT_IN_STATEMENT,
+    RULE_DERIVATION_MISSING,
+    RULE_DERIVATION_TOO_WIDE,
+    RULE_CODE_IN_DERIVATION,
 )
 
 __all__ = [
@@ -214,4 +226,5 @@ def content_warnings(
         *code_in_last_hint_warnings(exercise),
         *answer_before_last_hint_warnings(exercise),
         *stage_naming_warnings(exercise),
+        *derivation_warnings(exercise),
     ]

@@ -47,6 +47,21 @@ def _is_assignment(span: str) -> bool:
     return False
 
 
+def index_notation(span: str) -> bool:
+    """True for maths written with subscripts, ``out[i] = x[index[i]]``: an assignment
+    whose targets are all subscripts. The last hint's rule counts it as code; before
+    the last hint, and in a derivation, it is the math for one element."""
+    try:
+        module = ast.parse(span.strip())
+    except (SyntaxError, ValueError, RecursionError):
+        return False
+    return (
+        len(module.body) == 1
+        and isinstance(module.body[0], ast.Assign)
+        and all(isinstance(t, ast.Subscript) for t in module.body[0].targets)
+    )
+
+
 def span_is_code(span: str) -> bool:
     """True when an inline code span holds Python rather than maths.
 

@@ -10,11 +10,10 @@
 
 from __future__ import annotations
 
-import ast
 import re
 
 from trainer.content_rules.base import ContentWarning
-from trainer.content_rules.code import code_in
+from trainer.content_rules.code import code_in, index_notation
 from trainer.spec import Exercise
 from trainer.vocabulary import stages_for
 
@@ -47,21 +46,6 @@ def last_formulas(hint: str) -> list[str]:
     return bodies
 
 
-def _index_notation(span: str) -> bool:
-    """True for maths written with subscripts, ``out[i] = x[index[i]]``: an assignment
-    whose targets are all subscripts. The last hint's rule counts it as code; before
-    the last hint it is the math for one element, which is allowed."""
-    try:
-        module = ast.parse(span.strip())
-    except (SyntaxError, ValueError, RecursionError):
-        return False
-    return (
-        len(module.body) == 1
-        and isinstance(module.body[0], ast.Assign)
-        and all(isinstance(t, ast.Subscript) for t in module.body[0].targets)
-    )
-
-
 def answer_before_last_hint_warnings(exercise: Exercise) -> list[ContentWarning]:
     hints = exercise.hints
     if len(hints) < 2:
@@ -70,7 +54,7 @@ def answer_before_last_hint_warnings(exercise: Exercise) -> list[ContentWarning]
     warnings = []
     for index, hint in enumerate(hints[:-1]):
         found = []
-        code = [piece for piece in code_in(hint) if not _index_notation(piece)]
+        code = [piece for piece in code_in(hint) if not index_notation(piece)]
         if code:
             found.append("code (" + ", ".join(f"`{piece}`" for piece in code)[:80] + ")")
         if _LOSS_GRADIENT.search(hint):
