@@ -583,8 +583,8 @@ class AutocastReply(Reply):
 
 @dataclass
 class Autocast(Request[AutocastReply]):
-    """forward, then backward through autograd's engine, with forward called under
-    ``torch.autocast`` (CPU, ``dtype``), as a mixed-precision training step calls it."""
+    """forward, then backward through autograd's engine, both under ``torch.autocast``
+    (CPU, ``dtype``), as a mixed-precision training step may call them."""
 
     op = "autocast"
     reply = AutocastReply
@@ -602,21 +602,22 @@ class Autocast(Request[AutocastReply]):
             for a, wanted in zip(_as_list(self.args), self.requires_grad, strict=False)
         ]
         leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
-        try:
-            with torch.autocast("cpu", dtype=getattr(torch, self.dtype)):
+        with torch.autocast("cpu", dtype=getattr(torch, self.dtype)):
+            try:
                 result = answer.apply(*args)
                 outputs = answer.own_graph(_as_list(result) or [result])
-        except BaseException as error:  # the learner's code may raise anything
-            return AutocastReply(error=learner.failed(error, "forward under torch.autocast"))
-        weighted = [
-            (o.float() * u.float()).sum()
-            for o, u in zip(outputs, _as_list(self.upstream), strict=False)
-            if isinstance(o, torch.Tensor) and o.requires_grad and isinstance(u, torch.Tensor)
-        ]
-        try:
-            grads = torch.autograd.grad(torch.stack(weighted).sum(), leaves, allow_unused=True)
-        except BaseException as error:  # the learner's backward may raise anything
-            return AutocastReply(
-                outputs=outputs, error=learner.failed(error, "backward after torch.autocast")
-            )
+            except BaseException as error:  # the learner's code may raise anything
+                return AutocastReply(error=learner.failed(error, "forward under torch.autocast"))
+            weighted = [
+                (o.float() * u.float()).sum()
+                for o, u in zip(outputs, _as_list(self.upstream), strict=False)
+                if isinstance(o, torch.Tensor) and o.requires_grad and isinstance(u, torch.Tensor)
+            ]
+            try:  # inside the context too, as some training loops call backward
+                loss = torch.stack(weighted).sum()
+                grads = torch.autograd.grad(loss, leaves, allow_unused=True)
+            except BaseException as error:  # the learner's backward may raise anything
+                return AutocastReply(
+                    outputs=outputs, error=learner.failed(error, "backward under torch.autocast")
+                )
         return AutocastReply(outputs=outputs, grads=list(grads))

@@ -58,13 +58,17 @@ def autocast_stage(checked: Checked) -> StageOutcome:
             want = run.expected_grads[name]
             if isinstance(got, torch.Tensor) and got.dtype != want.dtype:
                 text = (
-                    f"after torch.autocast, the gradient for `{name}` is {got.dtype}, not "
-                    f"{want.dtype}: backward ran in low precision; {_DECORATE}"
+                    f"with backward called under torch.autocast, the gradient for `{name}` is "
+                    f"{got.dtype}, not {want.dtype}: backward ran in low precision; {_DECORATE}"
                 )
                 return StageOutcome(FAIL, text, case=run.label)
             mismatch = compare_tensor(f"grad for `{name}`", want, got, run.tolerance)
             if mismatch:
-                text = f"after torch.autocast (bfloat16), {mismatch.summary}; {_DECORATE}"
+                text = (
+                    f"with backward called under torch.autocast (bfloat16), {mismatch.summary}: "
+                    "its ops ran in low precision; decorate backward with "
+                    '@torch.amp.custom_bwd(device_type="cpu"), which runs it as forward ran'
+                )
                 return StageOutcome(FAIL, text, [mismatch.detail], case=run.label)
     return StageOutcome(
         PASS,
