@@ -486,11 +486,21 @@ def test_the_explanation_names_the_call_and_asks_for_a_derivation() -> None:
 
 
 def _reference_solutions() -> list[Path]:
-    """Every solution whose answer is a Function class: this file watches classes in
-    process (a custom op's watch is proven through the checker, in test_answer_forms)."""
+    """Every solution whose answer is a Function class (this file watches classes in
+    process; a custom op's watch is proven through the checker, in test_answer_forms),
+    but the wrong variants that let torch derive on purpose (fails_at: by_hand)."""
     solutions = REPO / "solutions"
     found = sorted(solutions.glob("*.py")) + sorted((solutions / "wrong").glob("*/*.py"))
-    return [p for p in found if _exercise(_exercise_id(p)).form == "function"]
+    return [p for p in found if _exercise(_exercise_id(p)).form == "function" and not _by_hand(p)]
+
+
+def _by_hand(path: Path) -> bool:
+    """A wrong variant declared to fail "derived by hand": it lets torch derive on purpose."""
+    exercise = _exercise(_exercise_id(path))
+    return (
+        any(v.file == path.name and v.fails_at == "by_hand" for v in exercise.wrong_variants)
+        and path.parent.name != "solutions"
+    )
 
 
 def _exercise_id(path: Path) -> str:
