@@ -69,7 +69,9 @@ def test_forty_days_of_study_give_the_stats_review_plan_and_next_they_should(
     assert plan_state.plan is not None
     days = schedule(plan_state.plan, plan_state, CATALOG.all)
     plan = _said(run_cli("plan").stdout)
-    assert "Your study plan: 60 days" in plan and f"18 of {len(CATALOG.all)} exercises passed" in plan
+    assert (
+        "Your study plan: 60 days" in plan and f"18 of {len(CATALOG.all)} exercises passed" in plan
+    )
     assert plan.count("✓ ") == 18 + 1  # and the heading "Exercises (✓ passed)"
     assert days.next_up is not None and days.today == 41
     today = ", ".join(days.days[40].todo)

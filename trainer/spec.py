@@ -23,6 +23,8 @@ from trainer.formula import CONSTANTS, FUNCTIONS, FormulaError, output_names, un
 from trainer.vocabulary import FUNCTION_API, MISTAKE_IDS, STAGE_BY_ID, STAGE_IDS, stages_for
 
 FORMAT_VERSION = 1
+# What an answer may be (see trainer.checking.learner.answers).
+ANSWER_FORMS = ("function", "custom_op")
 DIFFICULTIES = ("easy", "medium", "hard", "expert")
 # The topics the catalogue is grouped by (`trainer list`, `trainer next --track`), in
 # the order they are shown, with their titles.
@@ -200,6 +202,10 @@ class Exercise:
     mistakes: Mapping[str, DeclaredMistake] = field(default_factory=dict)
     # Parts of the Function API the exercise teaches; each adds its stage.
     function_api: tuple[str, ...] = ()
+    # The form of the answer: a Function class ("function"), or an op made with
+    # torch.library.custom_op with its gradient registered ("custom_op"); class_name is
+    # then the op's name in the file.
+    form: str = "function"
     # A grade's points per stage where they differ from the stage's default weight.
     weights: Mapping[str, int] = field(default_factory=dict)
     # The gradient as a formula, asked before the code (`trainer derive`).
@@ -720,6 +726,7 @@ _FIELDS_OPTIONAL = (
     "derive",
     "double_backward",
     "expected_gradient",
+    "form",
     "function_api",
     "gradcheck",
     "mistakes",
@@ -888,6 +895,7 @@ def exercise_from_mapping(data: object, file: str, source: Path | None = None) -
         ),
         "gradcheck": field("gradcheck", _Node.boolean, True),
         "function_api": field("function_api", _function_api, cast(tuple[str, ...], ())),
+        "form": field("form", lambda n: n.choice(ANSWER_FORMS), "function"),
         "weights": field("weights", _weights, {}),
         "derive": field(
             "derive",
@@ -916,6 +924,12 @@ def exercise_from_mapping(data: object, file: str, source: Path | None = None) -
         **{**values, "cases": tuple(values["cases"])},
     )
     _check_weights(exercise, root.child("weights"))
+    if exercise.form != "function" and exercise.function_api:
+        raise SpecFieldError(
+            root.child("function_api")
+            .fail(f"the Function API's parts teach a Function class; form {exercise.form} has none")
+            .message
+        )
     return exercise
 
 

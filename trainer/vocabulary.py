@@ -30,6 +30,7 @@ class _ExerciseFacts(Protocol):
     double_backward: bool
     outputs: int
     function_api: Any
+    form: str
 
 
 def _always(exercise: _ExerciseFacts, double_backward: bool) -> bool:
@@ -84,6 +85,9 @@ class Stage:
     # before they fork, so that no check pays them again (torch.func: ~0.8 s of CPU).
     checker_imports: tuple[str, ...] = ()
     learner_imports: tuple[str, ...] = ()
+    # The answer forms it checks (see trainer.checking.learner.answers): the Function
+    # API's stages teach the class itself, opcheck the custom op's registration.
+    forms: tuple[str, ...] = ("function", "custom_op")
 
 
 _STAGES = "trainer.checking.trusted"
@@ -131,6 +135,7 @@ STAGES: tuple[Stage, ...] = (
         _uses("mark_dirty"),
         weight=2,
         checks="forward modifies its input in place and marks it dirty",
+        forms=("function",),
     ),
     Stage(
         "non_differentiable",
@@ -139,6 +144,7 @@ STAGES: tuple[Stage, ...] = (
         _uses("non_differentiable"),
         weight=2,
         checks="outputs that carry no gradient are marked non-differentiable",
+        forms=("function",),
     ),
     Stage(
         "jvp",
@@ -149,6 +155,7 @@ STAGES: tuple[Stage, ...] = (
         checks="jvp gives the Jacobian times the input tangents",
         checker_imports=_TORCH_FUNC + _FORWARD_AD,  # the reference's tangents
         learner_imports=_TORCH_FUNC + _FORWARD_AD,
+        forms=("function",),
     ),
     Stage(
         "vmap",
@@ -158,6 +165,7 @@ STAGES: tuple[Stage, ...] = (
         weight=3,
         checks="torch.func.vmap and torch.func.grad work through the Function",
         learner_imports=_TORCH_FUNC,
+        forms=("function",),
     ),
     Stage(
         "state",
@@ -211,6 +219,16 @@ STAGES: tuple[Stage, ...] = (
         weight=0,  # a grade must not depend on whether the grading machine has a GPU
         checks="forward and backward run on a GPU",
     ),
+    Stage(
+        "opcheck",
+        "torch.library.opcheck",
+        f"{_STAGES}.opcheck:opcheck_stage",
+        forms=("custom_op",),
+        weight=0,  # the stub gives the schema and the fake implementation: no points
+        with_stub=True,
+        learner_imports=("torch.testing._internal.optests",),
+        checks="the op's schema, autograd registration and fake implementation suit torch.compile",
+    ),
     # Last: it reports what the learner's process saw during every stage before it.
     Stage(
         "by_hand",
@@ -226,8 +244,12 @@ STAGE_IDS = tuple(STAGE_BY_ID)
 
 
 def stages_for(exercise: _ExerciseFacts, double_backward: bool = False) -> list[Stage]:
-    """The stages this exercise gets, in order."""
-    return [stage for stage in STAGES if stage.applies(exercise, double_backward)]
+    """The stages this exercise gets, in order: those for its answer's form that apply."""
+    return [
+        stage
+        for stage in STAGES
+        if exercise.form in stage.forms and stage.applies(exercise, double_backward)
+    ]
 
 
 # id -> what the learner reads when the checker names it.

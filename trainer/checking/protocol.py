@@ -227,13 +227,27 @@ class VmapReply(Reply):
 # -- requests --------------------------------------------------------------------------------
 
 
+class LearnerAnswer(Protocol):
+    """The learner's answer, whatever its form (``learner.answers``)."""
+
+    name: str
+    form: str
+
+    @property
+    def custom_op(self) -> Any: ...  # the op, for the custom_op form; else None
+
+    def apply(self, *args: Any) -> Any: ...
+    def own_graph(self, outputs: list[Any]) -> list[Any]: ...
+    def call_backward(self, node: Any, grads: list[Any]) -> Any: ...
+
+
 class LearnerSide(Protocol):
     """What a request's handler is given in the learner's process (``serve._Server``):
     the loaded answer, words for a failure of the learner's code, and the handlers of
     the requests declared here."""
 
     @property
-    def function_class(self) -> type[torch.autograd.Function] | None: ...
+    def answer(self) -> LearnerAnswer | None: ...
     def failed(self, error: BaseException, during: str) -> LearnerError: ...
 
     def protection(self, request: Protection) -> ProtectionReply: ...
@@ -477,3 +491,45 @@ class SecondOrder(Request[SecondReply]):
 
     def handle(self, learner: LearnerSide) -> Reply:
         return learner.second_order(self)
+
+
+@dataclass
+class OpCheckReply(Reply):
+    failed: dict[str, str] = field(default_factory=dict)  # test -> why, for each that failed
+
+
+@dataclass
+class OpCheck(Request[OpCheckReply]):
+    """torch.library.opcheck on a custom op answer: its schema, its autograd registration
+    and its fake (meta) implementation, which torch.compile relies on."""
+
+    op = "opcheck"
+    reply = OpCheckReply
+    args: object = value()
+    requires_grad: list[bool] = field(default_factory=list)
+    tests: list[str] = field(default_factory=list)
+
+    def handle(self, learner: LearnerSide) -> Reply:
+        answer = learner.answer
+        op = answer.custom_op if answer is not None else None
+        if op is None:
+            return OpCheckReply(error=LearnerError("the answer is not a custom op"))
+        args = [
+            a.detach().requires_grad_(True) if isinstance(a, torch.Tensor) and wanted else a
+            for a, wanted in zip(_as_list(self.args), self.requires_grad, strict=False)
+        ]
+        try:
+            results = torch.library.opcheck(
+                op, tuple(args), test_utils=tuple(self.tests), raise_exception=False
+            )
+        except BaseException as error:  # the learner's code may raise anything
+            return OpCheckReply(error=learner.failed(error, "torch.library.opcheck"))
+        return OpCheckReply(
+            failed={
+                str(test): str(outcome) for test, outcome in results.items() if outcome != "SUCCESS"
+            }
+        )
+
+
+def _as_list(value: object) -> list[Any]:
+    return list(value) if isinstance(value, tuple | list) else []

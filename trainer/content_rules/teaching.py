@@ -109,6 +109,7 @@ STAGE_WORDS: dict[str, str] = {
     "second_order": r"second derivatives",
     "double_backward": r"double backward|gradgradcheck",
     "cuda": r"\bCUDA\b|\bGPU\b",
+    "opcheck": r"\bopcheck\b",
 }
 _CHECKER_SECTION = re.compile(r"what the checker tests|the checker (?:compares|tests|runs)", re.I)
 

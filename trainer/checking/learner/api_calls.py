@@ -22,14 +22,21 @@ from torch.autograd import forward_ad
 from torch.autograd.function import FunctionCtx
 
 from trainer.checking import protocol
+from trainer.checking.learner.answers import Answer
 from trainer.checking.learner.loading import explain_learner_error, own_graph
 
 
 class _Server(Protocol):
     """What a handler uses of the learner process's server (serve._Server)."""
 
-    function_class: type[torch.autograd.Function] | None
+    answer: Answer | None
     path: Any
+
+
+def _function_class(server: _Server) -> type[torch.autograd.Function] | None:
+    """The answer's Function class: the Function API's handlers teach the class itself
+    (its stages apply to that form only)."""
+    return server.answer.function_class if server.answer is not None else None
 
 
 def activations(args: Sequence[Any]) -> list[Any]:
@@ -179,7 +186,7 @@ def handle_mark_dirty(server: _Server, request: protocol.MarkDirty) -> protocol.
     and the gradient of a loss that uses the inputs *after* the call (code after an
     in-place op uses the modified tensor, whatever forward returned).
     """
-    function_class = server.function_class
+    function_class = _function_class(server)
     if function_class is None:
         return protocol.MarkDirtyReply(error=_NOT_LOADED)
     args = _leaves(request.args, request.requires_grad)
@@ -225,7 +232,7 @@ def handle_non_differentiable(
     """The outputs as autograd sees them after ``apply`` (requires grad or not), which
     outputs forward marked non-differentiable, and the gradients of the differentiable
     outputs weighted by ``upstream``."""
-    function_class = server.function_class
+    function_class = _function_class(server)
     if function_class is None:
         return protocol.NonDifferentiableReply(error=_NOT_LOADED)
     args = _leaves(request.args, request.requires_grad)
@@ -267,7 +274,7 @@ def handle_jvp(server: _Server, request: protocol.Jvp) -> protocol.JvpReply:
     Each route answers ``{"tangents": [...]}`` or ``{"error": ...}`` per set;
     ``torch.func.jvp`` only runs when the class defines ``setup_context``.
     """
-    function_class = server.function_class
+    function_class = _function_class(server)
     if function_class is None:
         return protocol.JvpReply(error=_NOT_LOADED)
     args = _listed(request.args)
@@ -353,7 +360,7 @@ def handle_vmap(server: _Server, request: protocol.Vmap) -> protocol.VmapReply:
     ``torch.func.vmap(torch.func.grad(...))``, batched at dim 0). ``in_dims`` has
     one entry per forward argument (None for those not batched, and for non-tensors).
     """
-    function_class = server.function_class
+    function_class = _function_class(server)
     if function_class is None:
         return protocol.VmapReply(error=_NOT_LOADED)
     has_setup = _defines(function_class, "setup_context")
@@ -408,8 +415,8 @@ def handle_vmap(server: _Server, request: protocol.Vmap) -> protocol.VmapReply:
 def handle_second_order(server: _Server, request: protocol.SecondOrder) -> protocol.SecondReply:
     """d<grads, vector>/d(inputs, upstream): backward differentiated once more, as
     torch's gradgradcheck does, with respect to the inputs *and* grad_output."""
-    function_class = server.function_class
-    if function_class is None:
+    answer = server.answer
+    if answer is None:
         return protocol.SecondReply(error=_NOT_LOADED)
     args = _leaves(request.args, request.requires_grad)
     upstream = [
@@ -421,8 +428,7 @@ def handle_second_order(server: _Server, request: protocol.SecondOrder) -> proto
     vector = _listed(request.vector)
     leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
     try:
-        applied = function_class.apply(*activations(args))  # type: ignore[no-untyped-call]
-        outputs = own_graph(_as_list(applied), function_class)
+        outputs = answer.own_graph(_as_list(answer.apply(*activations(args))))
         floats, weights = differentiable(outputs, upstream)
         grads = vector_jacobian(floats, leaves, weights)
     except BaseException as error:  # the learner's code may raise anything

@@ -360,9 +360,12 @@ class DerivationWatch:
         self._probe_ids: list[int] = []  # the graph tasks the probes ran, in order
         self._passes_seen = 0  # backward passes the dispatch mode saw in a call
         self._scope: set[str] | None = None  # in a counted stretch: the methods called
-        # (class, name) -> (what the class held before, the wrapper)
-        self._installed: dict[tuple[type, str], tuple[object, object]] = {}
+        # (id of the owner, name) -> (owner, what it held before, the wrapper); an owner is
+        # a class (its staticmethods), a custom op (its registered functions) or the op's
+        # dict of kernels
+        self._installed: dict[tuple[int, Any], tuple[object, object, object]] = {}
         self._classes: list[type] = []  # the classes whose methods are wrapped
+        self._custom_ops: list[Any] = []  # the torch.library custom ops whose functions are
         compiled = "torch._dynamo" in sys.modules
         self._ops = (_CompiledOpWatch if compiled else _OpWatch)(self)
         self._reads = _FunctionWatch(self)
@@ -466,35 +469,50 @@ class DerivationWatch:
             self.function = function
         self._install()
 
+    def adopt_custom_op(self, op: Any) -> None:
+        """Watch a ``torch.library.custom_op`` answer: its kernels (forward), and what
+        ``register_autograd`` registered (backward, setup_context). torch looks each up on
+        the op at every call, so the wrappers sit where it looks."""
+        self._uninstall()
+        self._classes.clear()
+        self._custom_ops = [op]
+        self._install()
+
     def hold(self) -> None:
         """Before a request: the wrappers the learner's code removed since the last one
         are reported and put back; staticmethods added to a class are wrapped."""
         if not self._started:
             return
-        for (cls, name), (_, wrapper) in list(self._installed.items()):
-            if cls.__dict__.get(name) is not wrapper:
-                self._tamper(f"lost its hold on {name}")
-                del self._installed[(cls, name)]
+        for key, (owner, _, wrapper) in list(self._installed.items()):
+            if _held(owner, key[1]) is not wrapper:
+                self._tamper(f"lost its hold on {_method_of(owner, key[1])}")
+                del self._installed[key]
         self._install()
 
     def _install(self) -> None:
         for cls in self._classes:
             for name, raw in _learner_staticmethods(cls).items():
-                if (cls, name) in self._installed:
-                    continue
-                wrapper = staticmethod(_watched(self, cls, name, raw))
-                self._installed[(cls, name)] = (cls.__dict__.get(name, _MISSING), wrapper)
-                setattr(cls, name, wrapper)
+                if (id(cls), name) not in self._installed:
+                    self._wrap(cls, name, staticmethod(_watched(self, cls, name, raw)))
+        for op in self._custom_ops:
+            for name in ("_setup_context_fn", "_backward_fn"):
+                function = getattr(op, name, None)
+                if callable(function) and (id(op), name) not in self._installed:
+                    self._wrap(op, name, _watched(self, None, _method_of(op, name), function))
+            kernels = getattr(op, "_backend_fns", None)
+            for device, kernel in list(kernels.items()) if isinstance(kernels, dict) else []:
+                if callable(kernel) and (id(kernels), device) not in self._installed:
+                    self._wrap(kernels, device, _watched(self, None, "forward", kernel))
+
+    def _wrap(self, owner: object, name: Any, wrapper: object) -> None:
+        self._installed[(id(owner), name)] = (owner, _held(owner, name), wrapper)
+        _put(owner, name, wrapper)
 
     def _uninstall(self) -> None:
-        for (cls, name), (before, wrapper) in self._installed.items():
-            if cls.__dict__.get(name) is not wrapper:
-                self._tamper(f"lost its hold on {name}")
-            if before is _MISSING:
-                if name in cls.__dict__:
-                    delattr(cls, name)
-            else:
-                setattr(cls, name, before)
+        for (_, name), (owner, before, wrapper) in self._installed.items():
+            if _held(owner, name) is not wrapper:
+                self._tamper(f"lost its hold on {_method_of(owner, name)}")
+            _put(owner, name, before)
         self._installed.clear()
 
     # One call of a watched method ------------------------------------------------
@@ -809,6 +827,43 @@ class DerivationWatch:
 
 
 _MISSING = object()
+
+
+def _held(owner: object, name: Any) -> object:
+    """What ``owner`` holds under ``name`` itself (not inherited): a class's own
+    attribute, an object's instance attribute, a dict's item; _MISSING if none."""
+    if isinstance(owner, dict):
+        return owner.get(name, _MISSING)
+    if isinstance(owner, type):
+        return owner.__dict__.get(name, _MISSING)
+    return vars(owner).get(name, _MISSING)
+
+
+def _put(owner: object, name: Any, value: object) -> None:
+    """Make ``owner`` hold ``value`` under ``name`` (_MISSING: hold nothing there)."""
+    if isinstance(owner, dict):
+        if value is _MISSING:
+            owner.pop(name, None)
+        else:
+            owner[name] = value
+    elif value is _MISSING:
+        if name in vars(owner):
+            delattr(owner, name)
+    else:
+        setattr(owner, name, value)
+
+
+def _method_of(owner: object, name: object) -> str:
+    """The Function method a watched name stands for: a class's staticmethod is itself; a
+    custom op's registered functions are its backward and setup_context, its kernels
+    (a dict's items) its forward."""
+    if isinstance(owner, dict):
+        return "forward"
+    return {"_backward_fn": "backward", "_setup_context_fn": "setup_context"}.get(
+        str(name), str(name)
+    )
+
+
 _ALLOWED_TRANSFORMS = frozenset(
     {torch._C._functorch.TransformType.Vmap, torch._C._functorch.TransformType.Functionalize}
 )
@@ -838,7 +893,7 @@ _CALLED_BY_TORCH = ("forward", "setup_context", "backward", "vjp", "jvp", "vmap"
 
 
 def _watched(
-    watch: DerivationWatch, cls: type, method: str, original: Callable[..., Any]
+    watch: DerivationWatch, cls: type | None, method: str, original: Callable[..., Any]
 ) -> Callable[..., Any]:
     @functools.wraps(original)
     def watched(*args: Any, **kwargs: Any) -> Any:
@@ -847,7 +902,7 @@ def _watched(
             result = original(*args, **kwargs)
         finally:
             watch._close()
-        if method == "vmap":
+        if method == "vmap" and cls is not None:
             watch._see_vmap_rule(cls, args, result)
         return result
 

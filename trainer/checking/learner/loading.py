@@ -30,9 +30,10 @@ from trainer.checking.wording import NOT_WRITTEN, describe_exception, foreign_gr
 class Expected:
     """The little the learner's process knows of the exercise: what the class looks like."""
 
-    class_name: str
+    class_name: str  # the answer's name in the file: the Function class, or the custom op
     param_names: tuple[str, ...]
     outputs: int = 1
+    form: str = "function"  # see learner.answers
 
 
 def module_name(path: Path) -> str:

@@ -29,6 +29,7 @@ import torch
 
 from trainer.checking import protocol, transport
 from trainer.checking.learner import api_calls
+from trainer.checking.learner.answers import Answer, find_answer, fresh_copy
 from trainer.checking.learner.derivation import DerivationWatch
 from trainer.checking.learner.derivation import explain as explain_derivation
 from trainer.checking.learner.guard import NamespaceGuard
@@ -36,10 +37,7 @@ from trainer.checking.learner.loading import (
     Expected,
     LearnerProblem,
     explain_learner_error,
-    find_function_class,
     import_source,
-    own_graph,
-    recorded_by,
 )
 from trainer.checking.learner.zygote import LearnerTask
 from trainer.checking.wording import foreign_graph
@@ -52,7 +50,7 @@ class _Server:
         self.exercise = exercise
         self.source = source
         self.path = path
-        self.function_class: type[torch.autograd.Function] | None = None
+        self.answer: Answer | None = None  # what the file defines, once loaded
         self.handles: dict[int, tuple[object, Any]] = {}  # handle -> (outputs, ctx)
         self.next_handle = 0
         # BackwardCFunction: its `apply` is what calls the recorded Function's backward.
@@ -104,22 +102,22 @@ class _Server:
         try:
             with self.watch.importing():
                 module = import_source(self.source, self.path)
-            self.function_class = find_function_class(module, self.exercise, self.path)
-            self.watch.adopt(self.function_class)
+            self.answer = find_answer(module, self.exercise, self.path)
+            self.answer.watch_with(self.watch)
         except LearnerProblem as problem:
             reply.problem = protocol.LearnerError(problem.message, problem.details)
         else:
-            reply.optional_inputs = _optional_inputs(self.function_class)
+            reply.optional_inputs = self.answer.optional_inputs()
         self.watch.see_source(self.source, module)
         return reply
 
     def forward(self, request: protocol.Forward) -> protocol.ForwardReply:
-        function_class = self.function_class
-        if function_class is None:
+        answer = self.answer
+        if answer is None:
             return protocol.ForwardReply(error=NOT_LOADED)
         args = _arguments(request.args, request.requires_grad, request.device)
         try:
-            result = function_class.apply(*api_calls.activations(args))  # type: ignore[no-untyped-call]
+            result = answer.apply(*api_calls.activations(args))
         except BaseException as error:  # the learner's code may raise anything
             return protocol.ForwardReply(error=learner_error(error, self.path, "forward"))
         reply = protocol.ForwardReply(outputs=result)
@@ -129,7 +127,7 @@ class _Server:
         if any(request.requires_grad):
             if ctx is None:
                 reply.no_graph = True
-            elif not recorded_by(ctx, function_class):
+            elif not answer.owns(ctx):
                 reply.foreign_graph = True
             elif request.keep:
                 self.next_handle += 1
@@ -139,14 +137,12 @@ class _Server:
         return reply
 
     def double(self, request: protocol.Double) -> protocol.SecondReply:
-        function_class = self.function_class
-        if function_class is None:
+        answer = self.answer
+        if answer is None:
             return protocol.SecondReply(error=NOT_LOADED)
         args = _arguments(request.args, request.requires_grad)
         try:
-            second = _double(
-                function_class, args, _listed(request.upstream), _listed(request.vector)
-            )
+            second = _double(answer, args, _listed(request.upstream), _listed(request.vector))
         except BaseException as error:  # the learner's code may raise anything
             return protocol.SecondReply(error=learner_error(error, self.path, "double backward"))
         return protocol.SecondReply(second=second)
@@ -160,21 +156,21 @@ class _Server:
         pass (``retain_graph``), the accumulated ``.grad`` (``accumulate``), or per
         output used alone (``some_outputs``).
         """
-        function_class = self.function_class
-        if function_class is None:
+        answer = self.answer
+        if answer is None:
             return protocol.TrainReply(error=NOT_LOADED)
         if request.fresh:
             # A fresh copy of the file (module, class, globals: no state of earlier
             # calls), to tell a formula that is wrong for these inputs from kept state.
             try:
-                with self.watch.importing():  # watched as the first import was
+                with self.watch.importing(), fresh_copy(self.exercise):  # watched as before
                     module = import_source(self.source, self.path)
-                function_class = find_function_class(module, self.exercise, self.path)
+                answer = find_answer(module, self.exercise, self.path)
             except LearnerProblem as problem:
                 return protocol.TrainReply(
                     error=protocol.LearnerError(problem.message, problem.details)
                 )
-            self.watch.adopt(function_class, also=True)
+            answer.watch_with(self.watch, also=True)
         sets = [
             (_arguments(item.args, item.requires_grad), _listed(item.upstream))
             for item in request.sets
@@ -183,7 +179,7 @@ class _Server:
         try:
             with self.watch.counted() as own_pass:
                 result = _train(
-                    function_class,
+                    answer,
                     request.scenario,
                     sets,
                     order,
@@ -202,21 +198,20 @@ class _Server:
         """One more forward and backward as autograd's engine runs them, and one backward
         called directly; then everything the watch saw since the file was imported:
         the import, and every call of the class's methods in every request."""
-        function_class = self.function_class
-        if function_class is None:
+        answer = self.answer
+        if answer is None:
             return protocol.ByHandReply(error=NOT_LOADED)
         args = _arguments(request.args, request.requires_grad)
         upstream = _listed(request.upstream)
         try:
             for style in ("engine", "direct"):
                 fresh, leaves = _fresh(args)
-                outputs = _outputs(function_class, fresh)
+                outputs = _outputs(answer, fresh)
                 if style == "engine":
                     torch.autograd.grad(_loss(outputs, upstream), leaves, allow_unused=True)
                 else:
                     node = next(o.grad_fn for o in outputs if o.grad_fn is not None)
-                    with torch.no_grad():
-                        node.apply(*upstream)
+                    answer.call_backward(node, upstream)
         except BaseException as error:  # the learner's code may raise anything
             return protocol.ByHandReply(error=learner_error(error, self.path, "backward"))
         self.watch.hold()  # what these calls removed counts too
@@ -229,9 +224,9 @@ class _Server:
         )
 
     def backward(self, request: protocol.Backward) -> protocol.BackwardReply:
-        function_class = self.function_class
+        answer = self.answer
         stored = self.handles.get(request.handle_id)
-        if function_class is None or stored is None:
+        if answer is None or stored is None:
             return protocol.BackwardReply(
                 error=protocol.LearnerError("no forward call to take the backward of")
             )
@@ -240,15 +235,12 @@ class _Server:
         if request.device != "cpu":
             grads = [g.to(request.device) if isinstance(g, torch.Tensor) else g for g in grads]
         before = [g.clone() if isinstance(g, torch.Tensor) else None for g in grads]
-        if not recorded_by(ctx, function_class):  # changed since forward returned
-            return protocol.BackwardReply(
-                error=protocol.LearnerError(foreign_graph(function_class.__name__))
-            )
+        if not answer.owns(ctx):  # changed since forward returned
+            return protocol.BackwardReply(error=protocol.LearnerError(foreign_graph(answer.name)))
         try:
             # As autograd's engine calls it: through the node's own `apply` (which
             # also takes `vjp`, backward's alias), with grad mode off.
-            with torch.no_grad():
-                result = ctx.apply(*grads)
+            result = answer.call_backward(ctx, grads)
         except BaseException as error:  # the learner's code may raise anything
             return protocol.BackwardReply(error=learner_error(error, self.path, "backward"))
         modified = [
@@ -294,25 +286,6 @@ def _listed(value: object) -> list[Any]:
     return list(value) if isinstance(value, tuple | list) else []
 
 
-def _optional_inputs(function_class: type) -> int:
-    """How many of forward's parameters have defaults (``dtype=None``, say): backward may
-    return a trailing None for each. -1: any number (``*args``)."""
-    import inspect
-
-    try:
-        parameters = inspect.signature(getattr(function_class, "forward")).parameters.values()  # noqa: B009
-    except (TypeError, ValueError):
-        return 0
-    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters):
-        return -1
-    return sum(
-        1
-        for p in parameters
-        if p.default is not inspect.Parameter.empty
-        and p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    )
-
-
 def _arguments(args_value: object, flags: list[bool], device: str = "cpu") -> list[Any]:
     """forward's arguments: on the requested device, leaves requiring grad as flagged."""
     args = _listed(args_value)
@@ -336,16 +309,14 @@ def _fresh(args: list[Any]) -> tuple[list[Any], list[torch.Tensor]]:
     return fresh, [a for a in fresh if isinstance(a, torch.Tensor) and a.requires_grad]
 
 
-def _outputs(
-    function_class: type[torch.autograd.Function], args: list[Any], called: list[Any] | None = None
-) -> list[Any]:
+def _outputs(answer: Answer, args: list[Any], called: list[Any] | None = None) -> list[Any]:
     """forward's outputs through ``apply`` (of ``called``, forward's very arguments, when
-    given; else of the activations of ``args``); a graph that is not the class's own (see
-    :func:`recorded_by`) is refused, as in the forward request."""
+    given; else of the activations of ``args``); a graph that is not the answer's own is
+    refused, as in the forward request."""
     if called is None:
         called = api_calls.activations(args)
-    result = function_class.apply(*called)  # type: ignore[no-untyped-call]
-    return own_graph(list(result) if isinstance(result, tuple | list) else [result], function_class)
+    result = answer.apply(*called)
+    return answer.own_graph(list(result) if isinstance(result, tuple | list) else [result])
 
 
 def _loss(outputs: list[Any], upstream: list[Any]) -> torch.Tensor:
@@ -359,7 +330,7 @@ def _loss(outputs: list[Any], upstream: list[Any]) -> torch.Tensor:
 
 
 def _train(
-    function_class: type[torch.autograd.Function],
+    answer: Answer,
     scenario: str,
     sets: list[tuple[list[Any], list[Any]]],
     order: list[int],
@@ -384,11 +355,11 @@ def _train(
                 break
             args, upstream = sets[index]
             fresh, leaves = _fresh(args)
-            results.append(grads(_loss(_outputs(function_class, fresh), upstream), leaves))
+            results.append(grads(_loss(_outputs(answer, fresh), upstream), leaves))
         return results
     if scenario == "one_graph":
         calls = [(_fresh(args), upstream) for args, upstream in sets]
-        outputs = [_outputs(function_class, fresh) for (fresh, _), _ in calls]
+        outputs = [_outputs(answer, fresh) for (fresh, _), _ in calls]
         loss = torch.stack([_loss(o, u) for o, (_, u) in zip(outputs, calls, strict=True)]).sum()
         leaves = [leaf for (_, call_leaves), _ in calls for leaf in call_leaves]
         flat = grads(loss, leaves)
@@ -400,14 +371,14 @@ def _train(
     if scenario == "retain_graph":
         (args, _), *_ = sets
         fresh, leaves = _fresh(args)
-        outputs = _outputs(function_class, fresh)
+        outputs = _outputs(answer, fresh)
         first = grads(_loss(outputs, sets[0][1]), leaves, retain=True)
         return [first, grads(_loss(outputs, sets[1][1]), leaves)]
     if scenario == "accumulate":
         (args, _), *_ = sets
         fresh, leaves = _fresh(args)
         for _, upstream in sets:
-            loss = _loss(_outputs(function_class, fresh), upstream)
+            loss = _loss(_outputs(answer, fresh), upstream)
             own_pass()
             torch.autograd.backward(loss)
         return [[leaf.grad for leaf in leaves]]
@@ -428,8 +399,8 @@ def _train(
             for index, a in enumerate(fresh2)
             if index not in at and isinstance(a, torch.Tensor) and a.requires_grad
         ]
-        loss = _loss(_outputs(function_class, fresh1, called1), upstream1) + _loss(
-            _outputs(function_class, fresh2, called2), upstream2
+        loss = _loss(_outputs(answer, fresh1, called1), upstream1) + _loss(
+            _outputs(answer, fresh2, called2), upstream2
         )
         flat = grads(loss, leaves1 + leaves2)
         return [flat[: len(leaves1)], flat[len(leaves1) :]]
@@ -437,7 +408,7 @@ def _train(
         results = []
         for args, upstream in sets:
             fresh, leaves = _fresh(args)
-            outputs = _outputs(function_class, fresh)
+            outputs = _outputs(answer, fresh)
             used = [o for o, u in zip(outputs, upstream, strict=False) if u is not None]
             weights = [u for u in upstream if u is not None]
             results.append(grads(_loss(used, weights), leaves))
@@ -469,13 +440,13 @@ def _stacked(calls: list[list[Any]]) -> list[torch.Tensor] | None:
 
 
 def _double(
-    function_class: type[torch.autograd.Function],
+    answer: Answer,
     args: list[Any],
     upstream: list[torch.Tensor],
     vector: list[torch.Tensor],
 ) -> list[torch.Tensor | None]:
     """d<grads, vector>/d inputs, through the learner's backward (second order)."""
-    outputs, upstream = api_calls.differentiable(_outputs(function_class, args), upstream)
+    outputs, upstream = api_calls.differentiable(_outputs(answer, args), upstream)
     inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
     grads = api_calls.vector_jacobian(outputs, inputs, upstream)
     pairs = [
@@ -600,6 +571,7 @@ def run(task: LearnerTask) -> None:
         class_name=str(learner.get("class_name", "")),
         param_names=tuple(str(n) for n in learner.get("param_names", [])),
         outputs=int(learner.get("outputs", 1)),
+        form=str(learner.get("form", "function")),
     )
     source = str(learner.get("source", ""))
     os.chdir(str(learner.get("cwd") or path.parent))

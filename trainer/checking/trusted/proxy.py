@@ -95,6 +95,7 @@ class Sandbox:
             "class_name": exercise.class_name,
             "param_names": list(exercise.param_names),
             "outputs": exercise.outputs,
+            "form": exercise.form,
             "file": str(path),
             "cwd": str(path.parent),
             "source": source,

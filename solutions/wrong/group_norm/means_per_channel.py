@@ -1,0 +1,37 @@
+"""Wrong: both means of the x-gradient per channel (over H and W), not per group.
+
+Right with one group per channel; with several channels a group, forward
+normalised the whole group together, and the means must run over it.
+"""
+
+import torch
+
+
+class MyGroupNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, num_groups, weight, bias, eps):
+        n, c, h, w = x.shape
+        xg = x.reshape(n, num_groups, -1)
+        mu = xg.mean(dim=-1, keepdim=True)
+        var = ((xg - mu) ** 2).mean(dim=-1, keepdim=True)
+        rstd = torch.rsqrt(var + eps)
+        xhat = ((xg - mu) * rstd).reshape(n, c, h, w)
+        ctx.save_for_backward(xhat, rstd, weight)
+        return xhat * weight.view(1, c, 1, 1) + bias.view(1, c, 1, 1)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        xhat, rstd, weight = ctx.saved_tensors
+        n, c = grad_output.shape[:2]
+        groups = rstd.shape[1]
+        gh = grad_output * weight.view(1, c, 1, 1)
+        # rstd is one per group: repeat it for each channel of the group.
+        r = rstd.repeat_interleave(c // groups, dim=1).view(n, c, 1, 1)
+        grad_x = r * (
+            gh
+            - gh.mean(dim=(2, 3), keepdim=True)
+            - xhat * (gh * xhat).mean(dim=(2, 3), keepdim=True)
+        )
+        grad_weight = (grad_output * xhat).sum(dim=(0, 2, 3))
+        grad_bias = grad_output.sum(dim=(0, 2, 3))
+        return grad_x, None, grad_weight, grad_bias, None
