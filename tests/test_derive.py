@@ -288,3 +288,13 @@ def test_a_progress_file_with_a_derive_record_of_the_wrong_type_keeps_the_rest(
     progress = store.load().exercises["sigmoid"]
     assert progress.passed and progress.derive_attempts == 0 and not progress.derive_passed
     assert store.notices == []
+
+
+def test_stats_counts_the_exercises_derived_of_those_tried(isolated_workspace: Path):
+    from trainer.interview import record_check
+
+    run_cli("derive", "sigmoid", input="g * y * (1 - y)\n")
+    run_cli("derive", "tanh", input="\n")
+    record_check(StateStore(isolated_workspace), "sigmoid", True, None)
+    result = run_cli("stats")
+    assert "Derived on the whiteboard: 1 of the 2 tried (trainer derive --list)." in result.stdout
