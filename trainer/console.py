@@ -540,10 +540,11 @@ def quiz_score(exercise: Exercise | SharedQuiz, score: int, total: int, best: in
 # The whiteboard (`trainer derive`): the data comes from trainer.derive and trainer.whiteboard.
 
 FORMULA_LANGUAGE = (
-    "Write + - * / ^ (or **), @ for a matrix product, ᵀ or .T to transpose; exp log sqrt "
-    "abs tanh sigmoid (σ) softplus relu erf Phi phi, max(a, b), min(a, b), where(x > 0, a, "
-    "b) (a comparison is 1 or 0); sum(e, dim), mean, var, amax, logsumexp keep dim as size "
-    "1 (no dim: all); softmax(e, dim); sum_to(e, name) sums down to an input's shape."
+    "Write + - * / ^ (or **), @ (matrix product), ᵀ or .T; a comparison is 1 or 0; exp log "
+    "sqrt abs sign tanh sigmoid (σ) softplus relu erf Phi phi, max(a, b), min(a, b), "
+    "where(c, a, b); sum(e, dim), mean, var, amax, logsumexp keep dim as size 1 (no dim: "
+    "all); softmax(e, dim), unsqueeze(e, dim), numel(e); sum_to(e, name) sums e down to an "
+    "input's shape."
 )
 
 

@@ -165,8 +165,11 @@ FUNCTIONS: dict[str, Function] = {
     "softmax": Function(("value", "dims"), "softmax along one dimension"),
     "log_softmax": Function(("value", "dims"), "log of softmax along one dimension"),
     "sum_to": Function(("value", "name"), "summed down to the shape of a named input"),
+    "unsqueeze": Function(("value", "dims"), "a new dimension of size 1 at dim"),
+    "numel": Function(_UNARY, "the number of elements"),
 }
-REDUCTIONS = ("sum", "mean", "var", "amax", "logsumexp", "softmax", "log_softmax")
+# The functions whose dimensions may be a list, such as (0, 1).
+SEVERAL_DIMS = ("sum", "mean", "var", "amax", "logsumexp")
 
 # Characters of mathematics typed as they are written, and what they stand for.
 _SYMBOLS = {
@@ -457,7 +460,7 @@ def check_names(node: Node, names: Collection[str]) -> None:
         raise FormulaError(f"unknown name `{node.name}`{hint}", node.start, node.end)
     if isinstance(node, Dims):
         raise FormulaError(
-            "a list like (0, 1) only gives the dimensions of sum, mean or var",
+            "a list like (0, 1) only gives the dimensions of a sum, mean, var, amax or logsumexp",
             node.start,
             node.end,
         )
@@ -493,7 +496,7 @@ def _check_call(node: Call, names: Collection[str]) -> None:
         )
     for kind, argument in zip(function.arguments, node.args, strict=False):
         if kind == "dims":
-            _check_dims(argument, names, several=node.function in ("sum", "mean", "var", "amax"))
+            _check_dims(argument, names, several=node.function in SEVERAL_DIMS)
         elif kind == "name":
             if not isinstance(argument, Name) or argument.name not in names:
                 raise FormulaError(

@@ -216,6 +216,14 @@ def _call(node: Call, scope: Scope) -> torch.Tensor:
         return torch.maximum(*values) if name == "max" else torch.minimum(*values)
     if name == "sum_to":
         return _sum_to(node, scope)
+    if name == "numel":
+        return _tensor(float(evaluate(node.args[0], scope).numel()))
+    if name == "unsqueeze":
+        value = evaluate(node.args[0], scope)
+        dim = _dim(node.args[1], scope)
+        if not -value.dim() - 1 <= dim <= value.dim():
+            raise _fail(node.args[1], f"a new dimension {dim} cannot go in {_shape(value)}")
+        return value.unsqueeze(dim)
     if name in _REDUCE:
         value = evaluate(node.args[0], scope)
         dims = _dims(node.args[1], scope, value) if len(node.args) > 1 else None

@@ -67,8 +67,9 @@ def derive(
     min(a, b), where(c, a, b), sum(e, dim), mean, var, amax and logsumexp (they
     keep dim as size 1, so the result broadcasts; without dim they reduce
     everything; dim may be a list such as (0, 1)), softmax(e, dim),
-    log_softmax(e, dim) and sum_to(e, name), which sums e down to the shape of
-    an input. Nothing typed is run as Python.
+    log_softmax(e, dim), unsqueeze(e, dim), numel(e) (the number of elements)
+    and sum_to(e, name), which sums e down to the shape of an input. Nothing
+    typed is run as Python.
 
     Every form of the right gradient is accepted; a wrong one is named by its
     classic mistake (forgets g, sign flipped, a constant factor, a transpose, a
