@@ -4,6 +4,7 @@ right in every form, wrong with its classic mistake named, and kept in progress.
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import yaml
 
 from tests.conftest import CATALOG, REPO, run_cli
 from trainer.errors import SpecError
+from trainer.formula import FUNCTIONS
 from trainer.spec import load_exercise
 from trainer.state import StateStore
 from trainer.whiteboard import NotUnderstood, Right, Whiteboard, Wrong, self_check
@@ -313,3 +315,42 @@ def test_stats_counts_the_exercises_derived_of_those_tried(isolated_workspace: P
     record_check(StateStore(isolated_workspace), "sigmoid", True, None)
     result = run_cli("stats")
     assert "Derived on the whiteboard: 1 of the 2 tried (trainer derive --list)." in result.stdout
+
+
+def _random_formula(rng: random.Random, names: list[str], depth: int = 0) -> str:
+    """A formula the grammar can build: any operator, any function, any dimension."""
+    roll = rng.random()
+    if depth > 4 or roll < 0.3:
+        return rng.choice([*names, "1", "0", "-1", "2.5", "pi"])
+    if roll < 0.6:
+        operator = rng.choice(["+", "-", "*", "/", "@", "^", "<", ">=", "=="])
+        left, right = (_random_formula(rng, names, depth + 1) for _ in range(2))
+        return f"({left} {operator} {right})"
+    if roll < 0.7:
+        inner = _random_formula(rng, names, depth + 1)
+        return f"-{inner}" if rng.random() < 0.5 else f"{inner}ᵀ"
+    function = rng.choice(list(FUNCTIONS))
+    args = []
+    for kind in FUNCTIONS[function].arguments:
+        if kind == "value":
+            args.append(_random_formula(rng, names, depth + 1))
+        elif kind == "dims":
+            args.append(rng.choice(["0", "1", "-1", "2", "-3", "(0, 1)", "(1, 1)", *names[:2]]))
+        else:
+            args.append(rng.choice(names))
+    return f"{function}({', '.join(args)})"
+
+
+@pytest.mark.parametrize("exercise_id", ["layer_norm", "softmax", "linear", "logsumexp"])
+def test_any_formula_the_grammar_builds_gets_a_verdict_never_an_exception(exercise_id):
+    rng = random.Random(exercise_id)
+    derivation = CATALOG.get(exercise_id).derive
+    assert derivation is not None
+    names = list(derivation.scope)
+    verdicts = set()
+    for _ in range(60):
+        verdict = board(exercise_id).judge(
+            rng.choice(list(derivation.answers)), _random_formula(rng, names)
+        )
+        verdicts.add(type(verdict).__name__)
+    assert "Wrong" in verdicts

@@ -96,9 +96,16 @@ def derive(
 
 
 def _whiteboard(exercise: Exercise, seed: int) -> "Whiteboard":
+    from trainer.formula import EvaluationError
     from trainer.whiteboard import Whiteboard
 
-    return Whiteboard(exercise, seed)
+    try:
+        return Whiteboard(exercise, seed)
+    except EvaluationError as error:  # a spec `trainer validate` would refuse
+        raise TrainerError(
+            f"{exercise.source}: derive.names: cannot be computed ({error.message}). "
+            f"Run `trainer validate {exercise.source}`."
+        ) from None
 
 
 def run_derivation(session: Session, exercise: Exercise, tries: int, seed: int) -> bool:
