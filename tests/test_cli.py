@@ -15,7 +15,7 @@ import pytest
 import typer
 
 from tests.conftest import REPO, run_cli
-from trainer.checking.runner import DEFAULT_MEMORY_LIMIT_MB, DEFAULT_SEED, DEFAULT_TIMEOUT
+from trainer.checking.limits import DEFAULT_MEMORY_LIMIT_MB, DEFAULT_SEED, DEFAULT_TIMEOUT
 from trainer.cli import COMMAND_MODULES
 from trainer.interview import DEFAULT_MINUTES
 

@@ -19,6 +19,7 @@ from trainer.cli import app
 from trainer.quiz import shuffled
 from trainer.settings import SETTINGS_FILE
 from trainer.spec import TRACKS
+from trainer.state import StateStore
 from trainer.workspace import scratch_text
 
 # What the in-process commands say and record (`trainer(...)` runs a real process), on the worker's warm checking server.
@@ -296,6 +297,24 @@ def test_list_is_one_line_per_exercise_under_its_track_at_80_columns(tmp_path: P
 
 
 # Watch mode
+
+
+def test_watch_on_an_open_review_says_the_review_s_result_under_its_first_verdict(
+    tmp_path: Path, terminal: list[Terminal]
+):
+    workspace = tmp_path / "ws"
+    trainer("start", "sigmoid", cwd=tmp_path, workspace=workspace)
+    with StateStore(workspace).update() as state:
+        state.progress("sigmoid").passed = True  # an older version's pass: due at once
+    assert "Review of sigmoid" in trainer("review", cwd=tmp_path, workspace=workspace).stdout
+    watch = Terminal("watch", cwd=tmp_path, env={"TRAINER_WORKSPACE": str(workspace)})
+    terminal.append(watch)
+    shown = watch.wait_for(r"Watching for saves", timeout=120)
+    screen = " ".join(plain(watch.output.rsplit("\x1b[2J", 1)[-1]).split())
+    verdict = screen.index("stages failed")
+    assert screen.index("Review of sigmoid failed: it comes back sooner.") > verdict, shown
+    watch.type("q")
+    assert watch.wait() == 0
 
 
 def test_watch_clears_the_screen_per_verdict_names_its_keys_and_shows_the_next_statement_first(

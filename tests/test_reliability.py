@@ -319,7 +319,7 @@ def test_an_interrupt_while_a_file_is_written_leaves_the_old_version_whole(tmp_p
 # tests/test_commands.py).
 _RECORDER = """
 import os, sys, time
-from trainer.api import Session
+from trainer.session import Session
 workspace, go, passes = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 session = Session(workspace)
 exercise = session.catalog.get("sigmoid")

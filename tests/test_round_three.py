@@ -419,9 +419,20 @@ def test_list_fits_a_40_row_screen_names_the_track_ids_and_shows_a_seen_solution
     assert sum(line.split()[0] in TRACKS for line in lines[1:] if line.strip()) == len(
         {e.track for e in CATALOG.all}
     )
-    relu = next(line for line in lines if " relu " in line)
-    assert "seen" in relu.split()  # the solution was looked at
-    assert "seen" not in next(line for line in lines if " sigmoid " in line).split()
+    # What is shown for an exercise: the words after its id, up to the next exercise's.
+    tokens = " ".join(lines[1:]).split()
+    ids = {e.id for e in CATALOG.all} | set(TRACKS)
+
+    def shown_for(exercise_id: str) -> list[str]:
+        start = next(i for i, t in enumerate(tokens) if t.lstrip("→") == exercise_id) + 1
+        end = next(
+            (i for i in range(start, len(tokens)) if tokens[i].lstrip("→") in ids), len(tokens)
+        )
+        return tokens[start:end]
+
+    assert "seen" in shown_for("relu")  # the solution was looked at
+    assert "seen" not in shown_for("sigmoid")
+    assert any(t == "→sigmoid" or t == "→" for t in tokens)  # the current exercise
 
 
 # 9. Times stated with the load they were measured under

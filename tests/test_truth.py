@@ -340,7 +340,7 @@ def test_the_gradients_of_calls_in_a_row_travel_stacked_and_come_back_call_by_ca
     that does not fit the calls is refused, never read."""
     from trainer.checking.learner.serve import _stacked
     from trainer.checking.trusted.proxy import LearnerFault
-    from trainer.checking.trusted.state import _unstacked
+    from trainer.checking.trusted.training_calls import _unstacked
 
     calls = [[torch.full((2,), float(n)), torch.tensor(n)] for n in range(5)]
     stacked = _stacked(calls)

@@ -7,7 +7,10 @@ code never runs in this process. The first check starts a checking server that
 the process keeps for its life (a notebook's kernel); later checks are forks of
 it and take a fraction of a second. It ends when the process does.
 
-No torch here, and nothing of IPython: :mod:`trainer.notebook` adds the magics.
+The checks go through the one core session (:class:`trainer.session.Session`) that
+the CLI and the magics use too; this module adds the process's warm server and the
+:class:`Report` a notebook displays. No torch here, and nothing of IPython:
+:mod:`trainer.notebook` adds the magics.
 """
 
 from __future__ import annotations
@@ -26,30 +29,34 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainer.catalog import Catalog, folder_feedback
+from trainer.checking.limits import DEFAULT_SEED, DEFAULT_TIMEOUT
 from trainer.class_source import source_of_class
 from trainer.errors import TrainerError, WorkspaceError
-from trainer.history import diagnosis_of
+from trainer.session import CheckOptions, Session
 from trainer.spec import Exercise
-from trainer.state import StateStore
-from trainer.workspace import Workspace, resolve_workspace, save_scratch
 
 if TYPE_CHECKING:
-    from trainer.checking.report import CheckReport, StageResult
+    from trainer.checking.report import CheckReport, StageResult, VerdictSentence
     from trainer.checking.runner import CheckingService
 
-DEFAULT_SEED = 0
-DEFAULT_TIMEOUT = 30.0
-
-NO_CURRENT_EXERCISE = (
-    "no current exercise in this workspace. Start one with `%trainer start sigmoid` "
-    "(see `%trainer list`), or name it: `%trainer hint sigmoid`."
-)
+__all__ = [
+    "CheckOptions",
+    "Diagnosis",
+    "Report",
+    "Session",
+    "check",
+    "check_cell",
+    "check_file",
+    "close_service",
+    "interrupts_held",
+]
 
 
 @dataclass(frozen=True)
 class Diagnosis:
-    """What is wrong, in words: the first failing stage and the mistake it looks like."""
+    """What is wrong, in words: the first failing stage and the mistake it looks like
+    (``report.diagnosis``). The checker's own record of a mistake it recognised is
+    :class:`trainer.checking.trusted.diagnosis.NamedMistake`, in the stage's JSON."""
 
     stage: str  # the stage's title, e.g. "Backward parity"
     message: str
@@ -93,6 +100,11 @@ class Report:
     def seconds(self) -> float:
         """The wait for the verdict, the server's start included."""
         return round(self.raw.seconds + self.startup, 3)
+
+    @property
+    def verdict_sentence(self) -> VerdictSentence:
+        """The verdict in one sentence (``str()`` it), as the CLI and the notebook say it."""
+        return self.raw.verdict_sentence(self.seconds)
 
     @property
     def failure(self) -> StageResult | None:
@@ -190,97 +202,45 @@ def close_service() -> None:
     WARM.close()
 
 
-# What the API and the magics share ----------------------------------------------------
+# Checks on the warm server: what the API and the magics share --------------------------
 
 
-class Session:
-    """The catalogue, the workspace and its progress file (the CLI's ``_Context`` for Python)."""
+def check_file(
+    session: Session,
+    exercise: Exercise,
+    path: Path,
+    options: CheckOptions | None = None,
+    *,
+    cell: bool = False,
+) -> Report:
+    """Check ``path`` on this process's warm server and count the check in ``session``.
 
-    def __init__(self, workspace: Path | str | None = None) -> None:
-        self.catalog = Catalog.default()
-        self.workspace = Workspace(
-            resolve_workspace(Path(workspace) if workspace is not None else None)
-        )
-        self.store = StateStore(self.workspace.root)
+    ``cell``: the file is a notebook cell's (the advice says to fix the cell)."""
+    started = time.monotonic()
+    service, warm = WARM.get()
+    startup = 0.0 if warm else time.monotonic() - started
+    try:
+        checked = session.check(exercise, path, options, service=service)
+    except KeyboardInterrupt:
+        # Cut short between two frames, the server's bookkeeping may be off by one
+        # job: stop it (with every process of the check); the next check starts afresh.
+        WARM.close()
+        raise
+    raw = checked.report
+    return Report(raw, warm=warm, advice=_advice(raw, session.command, cell), startup=startup)
 
-    def exercise(self, exercise_id: str | None) -> Exercise:
-        if exercise_id is not None:
-            return self.catalog.get(exercise_id)
-        current = self.store.load().current if self.workspace.root.is_dir() else None
-        if current is None:
-            raise TrainerError(NO_CURRENT_EXERCISE)
-        return self.catalog.get(current)
 
-    def record_check(self, exercise: Exercise, passed: bool, diagnosis: str | None = None) -> None:
-        """Count a check in the progress file (and an interview under way), as the CLI does."""
-        if not self.workspace.root.is_dir():
-            return
-        from trainer.interview import record_check
+def check_cell(
+    session: Session, exercise: Exercise, source: str, options: CheckOptions | None = None
+) -> tuple[Report, Path | None]:
+    """Make ``source`` the scratch file and check it; returns the report and the backup.
 
-        record_check(self.store, exercise.id, passed, diagnosis)
-
-    def check_file(
-        self,
-        exercise: Exercise,
-        path: Path,
-        *,
-        seed: int = DEFAULT_SEED,
-        timeout: float = DEFAULT_TIMEOUT,
-        double_backward: bool = False,
-        cell: bool = False,
-    ) -> Report:
-        """Check ``path`` on this process's warm server and count the check.
-
-        ``cell``: the file is a notebook cell's (the advice says to fix the cell)."""
-        from trainer.checking.runner import run_check
-
-        started = time.monotonic()
-        service, warm = WARM.get()
-        startup = 0.0 if warm else time.monotonic() - started
-        try:
-            raw = run_check(
-                exercise,
-                path,
-                seed=seed,
-                timeout=timeout,
-                solution=self.catalog.solution_path(exercise),
-                double_backward=double_backward,
-                service=service,
-                feedback=folder_feedback(exercise),
-            )
-        except KeyboardInterrupt:
-            # Cut short between two frames, the server's bookkeeping may be off by one
-            # job: stop it (with every process of the check); the next check starts afresh.
-            WARM.close()
-            raise
-        self.record_check(exercise, raw.passed, diagnosis_of(raw))
-        return Report(raw, warm=warm, advice=_advice(raw, cell), startup=startup)
-
-    def check_cell(
-        self,
-        exercise: Exercise,
-        source: str,
-        *,
-        seed: int = DEFAULT_SEED,
-        timeout: float = DEFAULT_TIMEOUT,
-        double_backward: bool = False,
-    ) -> tuple[Report, Path | None]:
-        """Make ``source`` the scratch file and check it; returns the report and the backup.
-
-        The file is complete before the check begins, and an interrupt cannot cut
-        its writing short: it waits until the file is in place.
-        """
-        text = source if source.endswith("\n") else source + "\n"
-        with interrupts_held():
-            _, backup = save_scratch(self.workspace, exercise, text)
-        path = self.workspace.scratch_path(exercise.id)
-        if exercise.id != self.store.load().current:
-            with self.store.update() as state:
-                state.current = exercise.id
-        report = self.check_file(
-            exercise, path, seed=seed, timeout=timeout, double_backward=double_backward, cell=True
-        )
-        return report, backup
+    The file is complete before the check begins, and an interrupt cannot cut
+    its writing short: it waits until the file is in place.
+    """
+    with interrupts_held():
+        path, backup = session.save_cell(exercise, source)
+    return check_file(session, exercise, path, options, cell=True), backup
 
 
 def _in_ipython() -> bool:
@@ -288,19 +248,14 @@ def _in_ipython() -> bool:
     return shell is not None and getattr(shell, "get_ipython", lambda: None)() is not None
 
 
-def _advice(raw: CheckReport, cell: bool) -> str:
+def _advice(raw: CheckReport, command: str, cell: bool) -> str:
+    """What to do next, in the terms of where the check ran (``command``: how a command
+    is typed there, ``trainer`` or ``%trainer``)."""
     name = raw.exercise
-    if cell:
-        if raw.passed:
-            return f"Lock in the concepts: `%trainer quiz {name}`."
-        return f"Fix the cell and run it again; stuck? `%trainer hint {name}`."
-    if _in_ipython():
-        hint, quiz = f"`%trainer hint {name}`", f"`%trainer quiz {name}`"
-    else:
-        hint, quiz = f"`trainer hint {name}`", f"`trainer quiz {name}`"
     if raw.passed:
-        return f"Lock in the concepts: {quiz}."
-    return f"Fix it and check again; stuck? {hint}."
+        return f"Lock in the concepts: `{command} quiz {name}`."
+    again = "Fix the cell and run it again" if cell else "Fix it and check again"
+    return f"{again}; stuck? `{command} hint {name}`."
 
 
 @contextlib.contextmanager
@@ -342,13 +297,9 @@ def check(
 
     Example: ``check("sigmoid", MySigmoid).passed``
     """
-    session = Session(workspace)
+    session = Session(workspace, command="%trainer" if _in_ipython() else "trainer")
     found = session.catalog.get(exercise)
-    options: dict[str, Any] = {
-        "seed": seed,
-        "timeout": timeout,
-        "double_backward": double_backward,
-    }
+    options = CheckOptions(seed=seed, timeout=timeout, double_backward=double_backward)
     if isinstance(solution, type):
         name, source = source_of_class(solution, found.id)
         return _check_source(session, found, name, source, options)
@@ -364,17 +315,17 @@ def check(
             f"no file at {path}. Pass a path to a .py file, the class itself, or its source "
             "as a string (with at least one line break)."
         )
-    return session.check_file(found, path, **options)
+    return check_file(session, found, path, options)
 
 
 def _check_source(
-    session: Session, exercise: Exercise, name: str, source: str, options: dict[str, Any]
+    session: Session, exercise: Exercise, name: str, source: str, options: CheckOptions
 ) -> Report:
     """Check source that has no file: it gets one of its own for the check's length."""
     folder = Path(tempfile.mkdtemp(prefix="trainer-check-"))
     try:
         path = folder / name
         path.write_text(source, encoding="utf-8")
-        return session.check_file(exercise, path, **options)
+        return check_file(session, exercise, path, options)
     finally:
         shutil.rmtree(folder, ignore_errors=True)

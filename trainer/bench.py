@@ -193,17 +193,18 @@ def bench_watch(repeat: int, workdir: Path) -> list[Row]:
 def bench_notebook(repeat: int, workdir: Path) -> list[Row]:
     """What ``%%trainer check`` does after the first check of a kernel: save the cell as the
     scratch file (backing up the previous one), check it on the warm server, count it."""
-    from trainer.api import Session, close_service
+    from trainer.api import check_cell, close_service
+    from trainer.session import Session
 
     session = Session(workdir / "notebook-ws")
     exercise = session.catalog.get("sigmoid")
     source = solution_path(exercise).read_text(encoding="utf-8")
     latencies: list[float] = []
     try:
-        session.check_cell(exercise, source)  # the kernel's first check starts the server
+        check_cell(session, exercise, source)  # the kernel's first check starts the server
         for index in range(repeat):
             started = time.perf_counter()
-            report, _ = session.check_cell(exercise, source + f"\n# edit {index}\n")
+            report, _ = check_cell(session, exercise, source + f"\n# edit {index}\n")
             latencies.append(time.perf_counter() - started)
             if not report.passed or not report.warm:
                 raise SystemExit("the notebook re-check did not pass on the warm server")

@@ -298,27 +298,20 @@ def check_summary(
     watching: bool = False,
 ) -> None:
     """The one line that ends a check's report: the verdict and what to do next."""
-    file_name = Path(report.file).name
-    failure = report.first_failure
-    clock = (
-        f" [bold magenta]Interview: {_clock(interview_left)} left.[/]"
-        if interview_left is not None
-        else ""
-    )
-    if report.passed:
-        ran = [s for s in report.stages if s.verdict.value == "pass"]
-        skipped = len(report.stages) - len(ran)
-        extra = f" ({skipped} skipped)" if skipped else ""
-        every = "The stage" if len(ran) == 1 else f"All {len(ran)} stages"
-        out.print(f"[bold green]✔ {every} passed[/]{extra} in {report.seconds:.1f} s.{clock}")
-    elif failure is not None:
-        failed = sum(s.verdict.value == "fail" for s in report.stages)
-        again = "save it again" if watching else "run [bold]trainer check[/] again"
-        stuck = "press [bold]h[/]" if watching else f"[bold]trainer hint {exercise.id}[/]"
-        out.print(
-            f"[bold red]✘ {failed} of {plural(len(report.stages), 'stage')} failed[/], first: "
-            f"{failure.title}. Fix {file_name} and {again}; stuck? {stuck}.{clock}"
-        )
+    sentence = report.verdict_sentence()
+    mark, style = ("✔ ", "bold green") if sentence.passed else ("✘ ", "bold red")
+    line = _text().append(mark + sentence.head, style=style).append(sentence.rest + ".")
+    if not sentence.passed:
+        line.append(f" Fix {Path(report.file).name} and ")
+        if watching:
+            line.append("save it again; stuck? press ").append("h", style="bold")
+        else:
+            line.append("run ").append("trainer check", style="bold").append(" again; stuck? ")
+            line.append(f"trainer hint {exercise.id}", style="bold")
+        line.append(".")
+    if interview_left is not None:
+        line.append(f" Interview: {_clock(interview_left)} left.", style="bold magenta")
+    out.print(line)
 
 
 # `check --show-output` shows this much of the output in the terminal; longer output is
@@ -654,6 +647,9 @@ def exercise_list(exercises: Sequence[Exercise], state: State, workspace: Path |
     """
     from trainer.spec import OTHER_TRACK
 
+    if out.is_terminal and len(exercises) + 3 > out.height:
+        _exercise_grid(exercises, state, workspace)
+        return
     width = out.width
     id_width = max([len("Exercise"), *(len(e.id) for e in exercises)])
     track_width = max([len("Track"), *(len(e.track or OTHER_TRACK) for e in exercises)])
@@ -723,6 +719,12 @@ def exercise_list(exercises: Sequence[Exercise], state: State, workspace: Path |
         cells.append(_text(exercise.title, style="dim"))
         marker = "→" if state.current == exercise.id else " "
         out.print(line(shown_track, cells, marker), no_wrap=True, crop=True)
+    out.print(_list_footer(exercises, passed, state, workspace))
+
+
+def _list_footer(
+    exercises: Sequence[Exercise], passed: int, state: State, workspace: Path | None
+) -> str:
     footer = f"{passed} of {len(exercises)} passed."
     if workspace is None and exercises:
         footer += " No workspace here or above: [bold]trainer next[/] makes one."
@@ -730,7 +732,52 @@ def exercise_list(exercises: Sequence[Exercise], state: State, workspace: Path |
         footer += f" Begin with [bold]trainer next[/] ({exercises[0].id})."
     if state.interview is not None:
         footer += f" Interview under way on [bold]{state.interview.exercise}[/]."
-    out.print(footer)
+    return footer
+
+
+def _exercise_grid(exercises: Sequence[Exercise], state: State, workspace: Path | None) -> None:
+    """The list on a screen too short for a line per exercise (a taller one shows hints,
+    quiz and level too): each track's exercises side by side, each with what the learner
+    did (✔ passed, ○ started, "seen": the solution was looked at); the track's id begins
+    its first line."""
+    from trainer.spec import OTHER_TRACK
+
+    width = out.width
+    track_width = max([len("Track"), *(len(e.track or OTHER_TRACK) for e in exercises)])
+    cells: list[tuple[str | None, Text]] = []
+    passed = 0
+    for exercise in exercises:
+        progress = state.exercises.get(exercise.id, Progress())
+        passed += progress.passed
+        cell = _text("→ " if state.current == exercise.id else "  ")
+        cell.append(exercise.id)
+        if progress.passed:
+            cell.append(" ✔", style="green")
+        elif progress.started:
+            cell.append(" ○", style="yellow")
+        if progress.solution_seen:
+            cell.append(" seen", style="yellow")
+        cells.append((exercise.track, cell))
+    cell_width = max(c.cell_len for _, c in cells) + 2
+    per_row = max(1, (width - track_width - 1) // cell_width)
+    out.print(
+        _text("Track".ljust(track_width + 1), style="bold")
+        + _text("Exercises (✔ passed, ○ started, seen: solution seen, → current)", style="bold"),
+        no_wrap=True,
+        crop=True,
+    )
+    tracks = list(dict.fromkeys(track for track, _ in cells))
+    for track in tracks:
+        mine = [c for t, c in cells if t == track]
+        for start in range(0, len(mine), per_row):
+            name = (track or OTHER_TRACK) if start == 0 else ""
+            row = _text()
+            row.append(name.ljust(track_width), style="bold cyan")
+            for cell in mine[start : start + per_row]:
+                row.append_text(cell + _text(" " * (cell_width - cell.cell_len)))
+            row.rstrip()
+            out.print(row, no_wrap=True, crop=True)
+    out.print(_list_footer(exercises, passed, state, workspace))
 
 
 def stats(numbers: Stats) -> None:

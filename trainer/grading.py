@@ -17,8 +17,9 @@ from typing import TypeVar
 
 from trainer.catalog import solution_path
 from trainer.checking.feedback import DEFAULT_FEEDBACK
+from trainer.checking.limits import DEFAULT_TIMEOUT
 from trainer.checking.report import ProtectionLevel
-from trainer.checking.runner import DEFAULT_TIMEOUT, CheckingService, run_check
+from trainer.checking.runner import CheckingService, run_check
 from trainer.errors import TrainerError
 from trainer.flags import Flag, copy_flags, not_run, placement_flags
 from trainer.gradebook import Grade, Gradebook, error_grade, grade_of

@@ -24,8 +24,10 @@ from typing import Any, NoReturn, Protocol
 from IPython.core.error import StdinNotImplementedError, UsageError
 
 from trainer import notebook_view as view
-from trainer.api import Report, Session
+from trainer.api import Report, check_cell, check_file
+from trainer.checking.limits import DEFAULT_SEED, DEFAULT_TIMEOUT
 from trainer.errors import TrainerError, WorkspaceError
+from trainer.session import CheckOptions, Session
 from trainer.spec import Exercise
 from trainer.state import State
 
@@ -72,8 +74,8 @@ class Command:
     show_all: bool = False
     define: bool = False
     file: Path | None = None
-    seed: int = 0
-    timeout: float = 30.0
+    seed: int = DEFAULT_SEED
+    timeout: float = DEFAULT_TIMEOUT
     double_backward: bool = False
     workspace: Path | None = None
 
@@ -106,8 +108,8 @@ def _parser() -> _Parser:
     check.add_argument("exercise", metavar="EX", nargs="?")
     check.add_argument("--define", action="store_true", help="then run the cell in the kernel")
     check.add_argument("-f", "--file", type=Path, help="check this file (line magic)")
-    check.add_argument("--seed", type=int, default=0)
-    check.add_argument("--timeout", type=float, default=30.0)
+    check.add_argument("--seed", type=int, default=DEFAULT_SEED)
+    check.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT)
     check.add_argument("--double-backward", action="store_true")
     return parser
 
@@ -186,7 +188,10 @@ class TrainerMagics:
 
     def run(self, command: Command, cell: str | None = None) -> Report | None:
         """Do what ``command`` says and show it; a check's report is also returned."""
-        session = Session(command.workspace)
+        session = Session(command.workspace, command="%trainer")
+        self._notices(session)
+        if session.interview_ended is not None:
+            self._show(view.interview_summary(session.interview_ended))
         if command.name == "list":
             state = session.store.load() if session.workspace.root.is_dir() else State()
             self._notices(session)
@@ -221,17 +226,11 @@ class TrainerMagics:
             self.display(item)
 
     def _notices(self, session: Session) -> None:
-        for notice in session.store.notices:
+        for notice in session.take_notices():
             self._show(view.message(f"note: {notice}"))
-        session.store.notices.clear()
 
     def _start(self, session: Session, exercise: Exercise, force: bool) -> None:
-        result = session.workspace.start(exercise, force=force)
-        from trainer.history import mark_started
-
-        with session.store.update() as state:
-            state.current = exercise.id
-            mark_started(state, exercise.id)
+        result = session.start(exercise, force=force)
         self._notices(session)
         source = result.path.read_text(encoding="utf-8-sig").replace("\r\n", "\n")
         cell = f"%%trainer check {exercise.id}\n{source}"
@@ -310,13 +309,7 @@ class TrainerMagics:
     def _check_cell(
         self, session: Session, exercise: Exercise, cell: str, command: Command
     ) -> Report:
-        report, backup = session.check_cell(
-            exercise,
-            cell,
-            seed=command.seed,
-            timeout=command.timeout,
-            double_backward=command.double_backward,
-        )
+        report, backup = check_cell(session, exercise, cell, _options(command))
         self._notices(session)
         if backup is not None:
             self._show(view.message(f"Your previous version was saved to `{_shown_path(backup)}`."))
@@ -341,13 +334,7 @@ class TrainerMagics:
                 else " Check the path given to --file."
             )
             raise WorkspaceError(f"no file at {path}.{hint}")
-        report = session.check_file(
-            exercise,
-            path,
-            seed=command.seed,
-            timeout=command.timeout,
-            double_backward=command.double_backward,
-        )
+        report = check_file(session, exercise, path, _options(command))
         self._notices(session)
         self._show_report(report)
         return report
@@ -356,6 +343,12 @@ class TrainerMagics:
         self.display(report)
         for picture in report.pictures():
             self.display(picture)
+
+
+def _options(command: Command) -> CheckOptions:
+    return CheckOptions(
+        seed=command.seed, timeout=command.timeout, double_backward=command.double_backward
+    )
 
 
 def _shown_path(path: Path) -> str:

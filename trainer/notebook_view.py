@@ -18,11 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from trainer.checking.report import duration
 from trainer.spec import Exercise, QuizQuestion
 from trainer.state import Progress, State
 
 if TYPE_CHECKING:
-    from trainer.checking.report import CheckReport, StageResult
+    from trainer.checking.report import CheckReport, StageResult, VerdictSentence
+    from trainer.interview import InterviewSummary
     from trainer.stats import Stats
 
 
@@ -41,6 +43,8 @@ class Report(Protocol):
     def seconds(self) -> float: ...
     @property
     def failure(self) -> StageResult | None: ...
+    @property
+    def verdict_sentence(self) -> VerdictSentence: ...
 
 
 # Background colours with a contrast of 4.5:1 or more against white text.
@@ -91,18 +95,13 @@ def _badge(verdict: str) -> str:
 
 
 def _summary(report: Report) -> tuple[bool, str]:
-    """The verdict in one sentence, and whether it is a pass."""
-    stages = report.stages
+    """The verdict sentence (:meth:`~trainer.checking.report.CheckReport.verdict_sentence`)
+    with where the check ran, and whether it is a pass."""
+    sentence = report.verdict_sentence
     how = "warm checker" if report.warm else "cold start"
-    if report.passed:
-        ran = sum(s.verdict.value == "pass" for s in stages)
-        skipped = len(stages) - ran
-        extra = f" ({skipped} skipped)" if skipped else ""
-        return True, f"All {ran} stages passed{extra} in {report.seconds:.2f} s ({how})."
-    failed = sum(s.verdict.value == "fail" for s in stages)
-    failure = report.failure
-    first = f", first: {failure.title}" if failure is not None else ""
-    return False, f"{failed} of {len(stages)} stages failed{first} ({report.seconds:.2f} s, {how})."
+    if sentence.passed:
+        return True, f"{sentence} ({how})."
+    return False, f"{sentence} ({duration(report.seconds)}, {how})."
 
 
 def report_html(report: Report) -> str:
@@ -345,6 +344,17 @@ def quiz_score(exercise: Exercise, score: int, total: int, best: int | None) -> 
 
 def message(markdown: str) -> Shown:
     return _md(markdown)
+
+
+def interview_summary(summary: InterviewSummary) -> Shown:
+    """An interview that ended (its time ran out while no command ran), as the CLI says it."""
+    from trainer.interview import format_duration
+
+    taken = f"{format_duration(summary.seconds)} of {format_duration(summary.minutes * 60)}"
+    return _md(
+        f"**Interview on {summary.exercise}: {summary.reason}.** Time taken: {taken}; "
+        f"checks run: {summary.checks}; hints used: {summary.hints}."
+    )
 
 
 def stats(numbers: Stats) -> list[object]:

@@ -170,7 +170,7 @@ STAGES: tuple[Stage, ...] = (
     Stage(
         "state",
         "Calls as in training",
-        f"{_STAGES}.state:state_stage",
+        f"{_STAGES}.training_calls:training_calls_stage",
         checks="many calls in a row, shared graphs and accumulated gradients stay right",
     ),
     Stage(

@@ -121,6 +121,28 @@ class StageResult:
         )
 
 
+def duration(seconds: float) -> str:
+    """A wait as every view says it: two decimals under a second, one above."""
+    return f"{seconds:.2f} s" if seconds < 1 else f"{seconds:.1f} s"
+
+
+@dataclass(frozen=True)
+class VerdictSentence:
+    """A check's verdict in one sentence, without its full stop, built once here and
+    said by every view (the console, the notebook, ``str()`` of the API's report).
+
+    ``head`` is the part a view emphasises ("4 of 9 stages failed", "All 8 stages
+    passed"), ``rest`` follows it (", first: Backward parity", " (1 skipped) in 2.1 s").
+    """
+
+    passed: bool
+    head: str
+    rest: str = ""
+
+    def __str__(self) -> str:
+        return self.head + self.rest
+
+
 @dataclass
 class CheckReport:
     exercise: str
@@ -161,6 +183,39 @@ class CheckReport:
     @property
     def first_failure(self) -> StageResult | None:
         return next((s for s in self.stages if s.verdict is Verdict.FAIL), None)
+
+    def verdict_sentence(self, seconds: float | None = None) -> VerdictSentence:
+        """The verdict in one sentence; ``seconds``: the wait to name after a pass (by
+        default the check's own; the API adds the start of its checking server)."""
+        total = len(self.stages)
+        failed = sum(s.verdict is Verdict.FAIL for s in self.stages)
+        if self.passed:  # every required stage ran: "All 8", never "the stage"
+            skipped = total - sum(s.verdict is Verdict.PASS for s in self.stages)
+            extra = f" ({skipped} skipped)" if skipped else ""
+            wait = self.seconds if seconds is None else seconds
+            return VerdictSentence(
+                True, f"All {total - skipped} stages passed", f"{extra} in {duration(wait)}"
+            )
+        failure = self.first_failure
+        if failure is None:  # no failure, yet no pass: a stage a pass needs did not run
+            if not total:
+                return VerdictSentence(False, "Not passed", ": no stage ran")
+            return VerdictSentence(False, "Not passed", f": {self._not_run()} did not run")
+        stages = "stage" if total == 1 else "stages"
+        return VerdictSentence(
+            False, f"{failed} of {total} {stages} failed", f", first: {failure.title}"
+        )
+
+    def _not_run(self) -> str:
+        """The title of the first stage whose skip (or absence) keeps a check from passing."""
+        ran = {s.id: s.verdict for s in self.stages}
+        for stage in STAGES:
+            verdict = ran.get(stage.id)
+            if (stage.required and verdict is not Verdict.PASS) or (
+                verdict is Verdict.SKIP and not stage.may_skip_in_a_pass
+            ):
+                return stage.title
+        return "a stage"
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)

@@ -32,6 +32,12 @@ from typing import IO, Any
 import trainer
 from trainer.checking import processes, transport
 from trainer.checking.feedback import DEFAULT_FEEDBACK, with_feedback
+from trainer.checking.limits import (
+    DEFAULT_MEMORY_LIMIT_MB,
+    DEFAULT_SCRATCH_MB,
+    DEFAULT_SEED,
+    DEFAULT_TIMEOUT,
+)
 from trainer.checking.report import (
     REQUIRED_STAGES,
     CheckReport,
@@ -42,12 +48,8 @@ from trainer.checking.report import (
 from trainer.checking.wording import OUTPUT_MARK
 from trainer.errors import TrainerError
 from trainer.spec import Exercise
-from trainer.vocabulary import STAGE_BY_ID
+from trainer.vocabulary import STAGE_BY_ID, stages_for
 
-DEFAULT_TIMEOUT = 30.0
-DEFAULT_MEMORY_LIMIT_MB = 4096  # on top of what torch maps; enough for any exercise
-DEFAULT_SCRATCH_MB = 64  # the learner's private tmpfs: its only writable place
-DEFAULT_SEED = 0
 OUTPUT_TAIL = 4000  # characters of the learner's printed output kept for the report
 OUTPUT_LINE_LIMIT = 4 * OUTPUT_TAIL  # characters of one unfinished line kept while it grows
 # Bytes of the learner's output written to the output file when one is asked for
@@ -430,7 +432,7 @@ def run_check(
             if isinstance(error, _Refused)
             else f"{file.name} is not UTF-8 text (byte {error.start} cannot be decoded)"
         )
-        stages = [StageResult("load", Verdict.FAIL, why)] + [StageResult(s.id, Verdict.SKIP, "skipped: the file did not load") for s in STAGE_BY_ID.values() if s.id != "load" and s.applies(exercise, double_backward)]  # fmt: skip
+        stages = [StageResult("load", Verdict.FAIL, why)] + [StageResult(s.id, Verdict.SKIP, "skipped: the file did not load") for s in stages_for(exercise, double_backward) if s.id != "load"]  # fmt: skip
         report = _report(exercise, file, raw, seed, stages, started, "")
     else:
         report = _check(

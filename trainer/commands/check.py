@@ -1,7 +1,7 @@
 """`trainer check`: check the learner's file in the checking process.
 
-The checking defaults come from :mod:`trainer.checking.runner`, where they are
-defined once; only `check`, `watch` and `grade` import it.
+The checking defaults come from :mod:`trainer.checking.limits`, where they are
+defined once; only `check`, `watch` and `grade` import the runner.
 
 No `from __future__ import annotations`: typer reads the annotations at run time.
 """
@@ -13,23 +13,18 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from trainer import console
-from trainer.catalog import folder_feedback
-from trainer.checking.runner import (
-    DEFAULT_MEMORY_LIMIT_MB,
-    DEFAULT_SEED,
-    DEFAULT_TIMEOUT,
-    run_check,
-)
+from trainer.checking.limits import DEFAULT_MEMORY_LIMIT_MB, DEFAULT_SEED, DEFAULT_TIMEOUT
 from trainer.commands.common import (
     LEARN_PANEL,
     ExerciseArgument,
     ExercisesDirOption,
-    Session,
     WorkspaceOption,
+    open_session,
+    show_notices,
 )
 from trainer.commands.quiz import run_quiz
 from trainer.errors import ExitCode, WorkspaceError
-from trainer.history import diagnosis_of
+from trainer.session import CheckOptions, Session
 
 if TYPE_CHECKING:
     from trainer.spec import Exercise
@@ -97,7 +92,7 @@ def check(
 
     Example: trainer check sigmoid --seed 3
     """
-    session = Session(ctx, workspace, exercises_dir)
+    session = open_session(ctx, workspace, exercises_dir)
     exercise = session.exercise(exercise_id)
     if file is None:
         path = session.scratch_file(exercise)
@@ -106,19 +101,18 @@ def check(
     else:
         path = file
     output_file = _output_file(session, exercise) if show_output else None
-    report = run_check(
-        exercise,
-        path,
+    options = CheckOptions(
         seed=seed,
         timeout=timeout,
-        solution=session.catalog.solution_path(exercise),
         double_backward=double_backward,
         memory_limit_mb=memory_limit,
-        feedback=folder_feedback(exercise),
         output_file=output_file,
     )
-    left, summary = session.record_check(exercise, report.passed, diagnosis_of(report), path)
-    session.show_notices()
+    checked = session.check(exercise, path, options)
+    report, counted = checked.report, checked.counted
+    if counted.review_due is not None:
+        console.review_result(exercise.id, report.passed, counted.review_due)
+    show_notices(session)
     if as_json:
         document = report.to_dict()
         if not plot:  # the pictures' data only when asked for
@@ -129,16 +123,17 @@ def check(
         console.check_report(
             report,
             exercise,
-            interview_left=left,
+            interview_left=counted.interview_left,
             verbose=verbose,
             show_output=show_output,
             output_file=output_file,
             summary=False,
         )
         console.pictures(report, plot)
-        console.check_summary(report, exercise, interview_left=left)  # last, under the plot
-        if summary is not None:
-            console.interview_summary(summary)
+        # Last, under the plot.
+        console.check_summary(report, exercise, interview_left=counted.interview_left)
+        if counted.interview_ended is not None:
+            console.interview_summary(counted.interview_ended)
         if report.passed:
             if console.is_interactive() and console.ask_yes_no("Take the quiz now?"):
                 run_quiz(session, exercise)

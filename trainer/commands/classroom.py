@@ -17,9 +17,9 @@ from trainer import console
 from trainer.commands.common import (
     AUTHOR_PANEL,
     ExercisesDirOption,
-    Session,
     WorkspaceOption,
     complete_exercise,
+    open_session,
 )
 
 app = typer.Typer(name="classroom", no_args_is_help=True, add_completion=False)
@@ -86,7 +86,7 @@ def init(
     )
     from trainer.wheel import wheel_name, write_wheel
 
-    session = Session(ctx, workspace, exercises_dir)
+    session = open_session(ctx, workspace, exercises_dir)
     exercises = [session.catalog.get(exercise_id) for exercise_id in dict.fromkeys(exercise_ids)]
     items = [in_repository(exercise, folder) for exercise in exercises]
     wheel = [] if install is not None else [WHEEL_FOLDER / wheel_name()]
@@ -132,7 +132,7 @@ def result(
     # Whatever opening the session prints (an interview's summary) goes to the log:
     # stdout is the step's output, where one stray line fails the step.
     with contextlib.redirect_stdout(sys.stderr):
-        session = Session(ctx, workspace, exercises_dir)
+        session = open_session(ctx, workspace, exercises_dir)
         exercise = session.catalog.get(exercise_id)
     # Run at the repository's top (the workflow does): a scratch file that is a symlink,
     # or outside the repository, is not the student's work and scores 0.

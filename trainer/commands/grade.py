@@ -12,13 +12,13 @@ import typer
 
 from trainer import console
 from trainer.checking.feedback import DEFAULT_FEEDBACK, FEEDBACK_LEVELS
-from trainer.checking.runner import DEFAULT_TIMEOUT
+from trainer.checking.limits import DEFAULT_TIMEOUT
 from trainer.commands.common import (
     AUTHOR_PANEL,
     ExercisesDirOption,
-    Session,
     WorkspaceOption,
     complete_exercise,
+    open_session,
 )
 from trainer.errors import TrainerError
 from trainer.files import write_atomically
@@ -99,7 +99,7 @@ def grade(
     from trainer.grading import collect_submissions, parse_shard, shard_of
     from trainer.grading import grade as run_grading
 
-    session = Session(ctx, workspace, exercises_dir)
+    session = open_session(ctx, workspace, exercises_dir)
     exercise = session.catalog.get(exercise_id)
     share = parse_shard(shard) if shard is not None else (1, 1)
     files = collect_submissions(submissions)

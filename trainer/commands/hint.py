@@ -12,8 +12,9 @@ from trainer.commands.common import (
     LEARN_PANEL,
     ExerciseArgument,
     ExercisesDirOption,
-    Session,
     WorkspaceOption,
+    open_session,
+    show_notices,
 )
 
 app = typer.Typer(add_completion=False)
@@ -33,14 +34,14 @@ def hint(
     """
     from trainer.hints import reveal_all_hints, reveal_next_hint
 
-    session = Session(ctx, workspace, exercises_dir)
+    session = open_session(ctx, workspace, exercises_dir)
     exercise = session.exercise(exercise_id)
     store = session.writable_store()
     if show_all:
         reveal_all_hints(exercise, store)
-        session.show_notices()
+        show_notices(session)
         console.all_hints(exercise)
         return
     reveal = reveal_next_hint(exercise, store)
-    session.show_notices()
+    show_notices(session)
     console.hint(exercise, reveal.number, reveal.text, reveal.last)

@@ -11,9 +11,10 @@ from trainer import console
 from trainer.commands.common import (
     LEARN_PANEL,
     ExercisesDirOption,
-    Session,
     WorkspaceOption,
     complete_exercise,
+    open_session,
+    show_notices,
 )
 from trainer.errors import TrainerError
 from trainer.interview import DEFAULT_MINUTES
@@ -46,7 +47,7 @@ def interview(
 
     from trainer import interview as interviews
 
-    session = Session(ctx, workspace, exercises_dir)
+    session = open_session(ctx, workspace, exercises_dir)
     store = session.writable_store()
     if stop:
         summary = interviews.stop(store)
@@ -62,6 +63,6 @@ def interview(
     # A fresh stub in a file of its own (interview/EX.py): the scratch file, solved or
     # not, is left alone; check, watch, open and plot use this file until the end.
     result = session.workspace.start_interview(exercise)
-    session.show_notices()
+    show_notices(session)
     console.started(exercise, result)
     console.interview_started(exercise, started.minutes)

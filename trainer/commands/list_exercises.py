@@ -9,8 +9,9 @@ from trainer import console
 from trainer.commands.common import (
     LEARN_PANEL,
     ExercisesDirOption,
-    Session,
     WorkspaceOption,
+    open_session,
+    show_notices,
 )
 from trainer.errors import SPEC_ADVICE
 
@@ -29,9 +30,9 @@ def list_exercises(
     """
     from trainer.state import State
 
-    session = Session(ctx, workspace, exercises_dir)
+    session = open_session(ctx, workspace, exercises_dir)
     state = session.store.load() if session.exists else State()
-    session.show_notices()
+    show_notices(session)
     # A broken spec (in a folder of one's own, say) is named once; the others are listed.
     exercises, broken = session.catalog.loadable()
     console.exercise_list(exercises, state, session.workspace.root if session.exists else None)

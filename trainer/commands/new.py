@@ -12,8 +12,8 @@ from trainer import console
 from trainer.commands.common import (
     AUTHOR_PANEL,
     ExercisesDirOption,
-    Session,
     WorkspaceOption,
+    open_session,
 )
 from trainer.errors import TrainerError
 
@@ -38,7 +38,7 @@ def new(
     """
     from trainer.authoring import scaffold
 
-    session = Session(ctx, workspace, exercises_dir)
+    session = open_session(ctx, workspace, exercises_dir)
     if exercise_id in session.catalog.ids():
         raise TrainerError(
             f"an exercise called `{exercise_id}` exists already in {session.catalog.where()}. "

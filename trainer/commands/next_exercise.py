@@ -11,8 +11,9 @@ from trainer import console
 from trainer.commands.common import (
     LEARN_PANEL,
     ExercisesDirOption,
-    Session,
     WorkspaceOption,
+    open_session,
+    start_exercise,
 )
 from trainer.spec import TRACKS
 
@@ -52,14 +53,14 @@ def next_exercise(
             f"{track!r} is not a track; the tracks are {', '.join(TRACKS)}.",
             param_hint="'--track'",
         )
-    session = Session(ctx, workspace, exercises_dir)
+    session = open_session(ctx, workspace, exercises_dir)
     if track is None and session.exists:
         from trainer.study_plan import next_in_plan
 
         planned = next_in_plan(session.store.load(), session.catalog.all)
         if planned is not None:
             console.notice(f"Following your study plan (`trainer plan`): `{planned}` is next.")
-            session.start(session.catalog.get(planned))
+            start_exercise(session, session.catalog.get(planned))
             return
     exercise = session.first_not_passed(track)
     if exercise is None:
@@ -74,4 +75,4 @@ def next_exercise(
             f"yet: starting `{missing[0].id}` first."
         )
         exercise = missing[0]
-    session.start(exercise)
+    start_exercise(session, exercise)

@@ -12,8 +12,8 @@ from trainer.commands.common import (
     LEARN_PANEL,
     ExerciseArgument,
     ExercisesDirOption,
-    Session,
     WorkspaceOption,
+    open_session,
 )
 from trainer.errors import TrainerError
 from trainer.workspace import editor_command
@@ -32,7 +32,7 @@ def open_exercise(
 
     Example: trainer open sigmoid
     """
-    session = Session(ctx, workspace, exercises_dir)
+    session = open_session(ctx, workspace, exercises_dir)
     path = session.scratch_file(session.exercise(exercise_id))
     command = editor_command()
     if command is None:

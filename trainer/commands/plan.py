@@ -11,8 +11,9 @@ from trainer import console
 from trainer.commands.common import (
     LEARN_PANEL,
     ExercisesDirOption,
-    Session,
     WorkspaceOption,
+    open_session,
+    show_notices,
 )
 from trainer.spec import TRACKS
 
@@ -67,13 +68,13 @@ def plan(
             f"{track!r} is not a track; the tracks are {', '.join(TRACKS)}.",
             param_hint="'--track'",
         )
-    session = Session(ctx, workspace, exercises_dir)
+    session = open_session(ctx, workspace, exercises_dir)
     catalogue = session.catalog.all
     if clear:
         if session.exists:
             with session.writable_store().update() as state:
                 state.plan = None
-        session.show_notices()
+        show_notices(session)
         console.plan_cleared()
         return
     state = session.store.load() if session.exists else State()
@@ -83,6 +84,6 @@ def plan(
         with session.writable_store().update() as state:
             state.plan = new
         made = True
-    session.show_notices()
+    show_notices(session)
     assert state.plan is not None
     console.study_plan(schedule(state.plan, state, catalogue), made=made)

@@ -10,7 +10,12 @@ import typer
 from trainer import console
 from trainer.catalog import FOLDER_SETTINGS, folder_feedback
 from trainer.checking.runner import run_check
-from trainer.commands.common import LEARN_PANEL, ExercisesDirOption, Session, WorkspaceOption
+from trainer.commands.common import (
+    LEARN_PANEL,
+    ExercisesDirOption,
+    WorkspaceOption,
+    open_session,
+)
 from trainer.errors import TrainerError, WorkspaceError
 
 app = typer.Typer(add_completion=False)
@@ -36,7 +41,7 @@ def plot(
 
     Example: trainer plot sigmoid
     """
-    session = Session(ctx, workspace, exercises_dir)
+    session = open_session(ctx, workspace, exercises_dir)
     exercise = session.exercise(exercise_id)
     level = folder_feedback(exercise)
     if level != "full":

@@ -12,10 +12,12 @@ from trainer.commands.common import (
     LEARN_PANEL,
     ExerciseArgument,
     ExercisesDirOption,
-    Session,
     WorkspaceOption,
+    open_session,
+    show_notices,
 )
 from trainer.errors import TrainerError
+from trainer.session import Session
 from trainer.spec import Exercise, SharedQuiz
 
 app = typer.Typer(add_completion=False)
@@ -41,7 +43,7 @@ def quiz(
 
     Example: trainer quiz sigmoid
     """
-    session = Session(ctx, workspace, exercises_dir)
+    session = open_session(ctx, workspace, exercises_dir)
     shared = session.catalog.shared_quiz(exercise_id) if exercise_id else None
     run_quiz(session, shared or session.exercise(exercise_id), seed)
 
@@ -75,5 +77,5 @@ def run_quiz(session: Session, exercise: Exercise | SharedQuiz, seed: int | None
         console.quiz_feedback(question, correct)
     best = record_score(exercise, session.writable_store(), score)
     record_quiz_answers(session.store, exercise.id, answers, reviewing=False)
-    session.show_notices()
+    show_notices(session)
     console.quiz_score(exercise, score, total, best)

@@ -12,8 +12,8 @@ from trainer.commands.common import (
     LEARN_PANEL,
     ExerciseArgument,
     ExercisesDirOption,
-    Session,
     WorkspaceOption,
+    open_session,
 )
 from trainer.errors import TrainerError
 from trainer.workspace import reset_all, reset_scratch
@@ -39,7 +39,7 @@ def reset(
 
     Example: trainer reset linear
     """
-    session = Session(ctx, workspace, exercises_dir)
+    session = open_session(ctx, workspace, exercises_dir)
     if not every:
         exercise = session.exercise(exercise_id)
         path, backup = reset_scratch(session.workspace, exercise)

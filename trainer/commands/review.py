@@ -12,11 +12,13 @@ from trainer.commands.common import (
     LEARN_PANEL,
     ExerciseArgument,
     ExercisesDirOption,
-    Session,
     WorkspaceOption,
+    open_session,
+    show_notices,
 )
 from trainer.errors import TrainerError
 from trainer.review import Agenda, DueQuestion
+from trainer.session import Session
 
 app = typer.Typer(add_completion=False)
 
@@ -55,8 +57,8 @@ def review(
     """
     from trainer.review import start_review
 
-    session = Session(ctx, workspace, exercises_dir)
-    session.show_notices()
+    session = open_session(ctx, workspace, exercises_dir)
+    show_notices(session)
     due = _agenda(session)
     if exercise_id is not None:
         exercise = session.catalog.get(exercise_id)
@@ -72,7 +74,7 @@ def review(
     else:
         exercise = due.exercises[0].exercise
     started = start_review(session.workspace, session.writable_store(), exercise)
-    session.show_notices()
+    show_notices(session)
     console.review_started(exercise, started, _agenda(session))
 
 
@@ -103,5 +105,5 @@ def _ask(session: Session, questions: list[DueQuestion]) -> None:
         record_quiz_answers(
             session.writable_store(), due.quiz.id, [(due.question, correct)], reviewing=True
         )
-    session.show_notices()
+    show_notices(session)
     console.review_answers(right, len(questions), _agenda(session))

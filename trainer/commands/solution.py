@@ -12,8 +12,8 @@ from trainer.commands.common import (
     LEARN_PANEL,
     ExerciseArgument,
     ExercisesDirOption,
-    Session,
     WorkspaceOption,
+    open_session,
 )
 from trainer.errors import TrainerError
 
@@ -34,7 +34,7 @@ def solution(
 
     Example: trainer solution sigmoid
     """
-    session = Session(ctx, workspace, exercises_dir)
+    session = open_session(ctx, workspace, exercises_dir)
     exercise = session.exercise(exercise_id)
     path = session.catalog.solution_path(exercise)
     if not path.is_file():

@@ -10,9 +10,10 @@ import typer
 from trainer.commands.common import (
     LEARN_PANEL,
     ExercisesDirOption,
-    Session,
     WorkspaceOption,
     complete_exercise,
+    open_session,
+    start_exercise,
 )
 
 app = typer.Typer(add_completion=False)
@@ -38,5 +39,5 @@ def start(
 
     Example: trainer start sigmoid
     """
-    session = Session(ctx, workspace, exercises_dir)
-    session.start(session.catalog.get(exercise_id), force=force)
+    session = open_session(ctx, workspace, exercises_dir)
+    start_exercise(session, session.catalog.get(exercise_id), force=force)

@@ -9,8 +9,9 @@ from trainer import console
 from trainer.commands.common import (
     LEARN_PANEL,
     ExercisesDirOption,
-    Session,
     WorkspaceOption,
+    open_session,
+    show_notices,
 )
 
 app = typer.Typer(add_completion=False)
@@ -30,7 +31,7 @@ def stats(
     from trainer.state import State
     from trainer.stats import compute
 
-    session = Session(ctx, workspace, exercises_dir)
+    session = open_session(ctx, workspace, exercises_dir)
     state = session.store.load() if session.exists else State()
-    session.show_notices()
+    show_notices(session)
     console.stats(compute(state, session.catalog.all, session.catalog.shared_quiz("concepts")))

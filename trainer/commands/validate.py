@@ -13,8 +13,8 @@ from trainer import console
 from trainer.commands.common import (
     AUTHOR_PANEL,
     ExercisesDirOption,
-    Session,
     WorkspaceOption,
+    open_session,
 )
 from trainer.errors import ExitCode, TrainerError
 
@@ -51,7 +51,7 @@ def validate(
     from trainer.authoring import validate as run_validation
     from trainer.errors import SpecError
 
-    session = Session(ctx, workspace, exercises_dir)
+    session = open_session(ctx, workspace, exercises_dir)
     # The questions of the catalogue and its shared quizzes, for the near-duplicate
     # rule; a catalogue that cannot be read only matters when it is what is validated.
     catalogue: list[Path] = []

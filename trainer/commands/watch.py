@@ -12,19 +12,15 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from trainer import console
-from trainer.catalog import folder_feedback
-from trainer.checking.runner import (
-    run_check,
-)
 from trainer.commands.common import (
     LEARN_PANEL,
     ExerciseArgument,
     ExercisesDirOption,
-    Session,
     WorkspaceOption,
+    open_session,
+    start_exercise,
 )
 from trainer.errors import ExitCode
-from trainer.history import diagnosis_of
 from trainer.spec import Exercise
 
 if TYPE_CHECKING:
@@ -63,7 +59,7 @@ def watch(
     from trainer.hints import reveal_next_hint
     from trainer.watch import drain, keyboard, watch_loop
 
-    session = Session(ctx, workspace, exercises_dir)
+    session = open_session(ctx, workspace, exercises_dir)
     watched = _Watched(session.exercise(exercise_id))
     session.scratch_file(watched.exercise)
 
@@ -80,17 +76,13 @@ def watch(
             # torch is imported once; every re-check is a fork of this process.
             watched.warm = CheckingService()
         exercise = watched.exercise
-        report = run_check(
-            exercise,
-            path(),
-            solution=session.catalog.solution_path(exercise),
-            service=watched.warm,
-            feedback=folder_feedback(exercise),
-        )
-        session.record_check(exercise, report.passed, diagnosis_of(report))
+        checked = session.check(exercise, path(), service=watched.warm)
+        report, due = checked.report, checked.counted.review_due
         watched.passed = report.passed
         console.clear()  # each verdict on a clean screen
         console.check_report(report, exercise, watching=True)
+        if due is not None:  # the first check of an open review: its result
+            console.review_result(exercise.id, report.passed, due)
 
     def prompt() -> None:
         console.watch_keys(watched.passed)
@@ -112,7 +104,7 @@ def watch(
                 return False
             # The new statement first; its stub is checked at its first save (or c).
             console.clear()
-            session.start(following, watching=True)
+            start_exercise(session, following, watching=True)
             watched.exercise, watched.passed = following, False
             console.watch_keys(passed=False)
         return True

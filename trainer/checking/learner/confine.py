@@ -56,6 +56,7 @@ import ctypes
 import dataclasses
 import errno
 import functools
+import math
 import os
 import platform
 import resource
@@ -68,10 +69,11 @@ from pathlib import Path
 import landlockpy  # pure Python (ctypes): imports on any platform, acts on Linux
 from landlockpy import AccessFS, AccessNet, Ruleset, Scope
 
+from trainer.checking.limits import DEFAULT_SCRATCH_MB, DEFAULT_TIMEOUT
 from trainer.checking.report import PROTECTIONS, ProtectionLevel
 
-DEFAULT_CPU_SECONDS = 60
-DEFAULT_SCRATCH_MB = 64
+# A header that does not say: the check's own defaults (``checking/limits``).
+DEFAULT_CPU_SECONDS = math.ceil(DEFAULT_TIMEOUT)
 SCRATCH_PREFIX = "trainer-check-"
 
 # The protections applied to this process, once :func:`confine` ran (a learner process

@@ -27,7 +27,12 @@ VIEW_SIZE = 5
 
 
 @dataclass(frozen=True)
-class Diagnosis:
+class NamedMistake:
+    """A classic mistake recognised in one input's gradient (or by a stage itself): its id
+    in :data:`trainer.vocabulary.MISTAKES`, the forward parameter, the words, and where
+    the values differ most. Distinct from :class:`trainer.api.Diagnosis`, a report's
+    first failure in words for the Python API."""
+
     mistake: str
     input: str
     text: str
@@ -243,7 +248,7 @@ def diagnose(
     known: Mapping[str, tuple[str, torch.Tensor]] | None = None,
     rtol: float = 1e-4,
     atol: float = 1e-6,
-) -> Diagnosis:
+) -> NamedMistake:
     mistake, text = classify(
         expected,
         got,
@@ -254,15 +259,15 @@ def diagnose(
         rtol=rtol,
         atol=atol,
     )
-    return Diagnosis(mistake=mistake, input=name, text=text, view=compact_view(expected, got))
+    return NamedMistake(mistake=mistake, input=name, text=text, view=compact_view(expected, got))
 
 
 def named(mistake: str, text: str, input_name: str = "") -> dict[str, Any]:
     """A diagnosis in its JSON form, for a mistake a stage recognised itself."""
-    return Diagnosis(mistake=mistake, input=input_name, text=text).to_dict()
+    return NamedMistake(mistake=mistake, input=input_name, text=text).to_dict()
 
 
-def view_lines(diagnosis: Diagnosis, value: torch.Tensor | None = None) -> list[str]:
+def view_lines(diagnosis: NamedMistake, value: torch.Tensor | None = None) -> list[str]:
     """The compact view as short lines for the table; with ``value`` (the input the
     gradient belongs to, when it has the gradient's shape), the input there too."""
     lines = []

@@ -452,7 +452,7 @@ _SCENARIOS: tuple[tuple[Callable[[Checked, Run], Failure | None], str, str], ...
 )
 
 
-def state_stage(checked: Checked) -> StageOutcome:
+def training_calls_stage(checked: Checked) -> StageOutcome:
     run = next((r for r in checked.plan.runs if r.dtype == torch.float64), checked.plan.runs[0])
     failure: Failure | None = None
     error = ""  # an error raised by the learner's code, without the scenario's words
