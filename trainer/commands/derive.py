@@ -17,10 +17,12 @@ from trainer.commands.common import (
     LEARN_PANEL,
     ExerciseArgument,
     ExercisesDirOption,
-    Session,
     WorkspaceOption,
+    open_session,
+    show_notices,
 )
 from trainer.errors import ExitCode, TrainerError
+from trainer.session import Session
 from trainer.spec import Exercise
 
 if TYPE_CHECKING:
@@ -79,7 +81,7 @@ def derive(
 
     Example: trainer derive sigmoid, then type: g * y * (1 - y)
     """
-    session = Session(ctx, workspace, exercises_dir)
+    session = open_session(ctx, workspace, exercises_dir)
     from trainer.derive import derivable
 
     if list_all:
@@ -123,7 +125,7 @@ def run_derivation(session: Session, exercise: Exercise, tries: int, seed: int) 
         finally:
             board.cancel()
     outcome = record(session.writable_store(), exercise.id, sum(results), len(results))
-    session.show_notices()
+    show_notices(session)
     console.derive_score(exercise, sum(results), len(results), outcome.attempts, outcome.passed)
     return all(results)
 
