@@ -251,7 +251,13 @@ def test_a_right_formula_is_judged_with_every_way_to_run_text_switched_off(
 # pattern of ours, not text: a method called compile is not a call of the builtin).
 RUNS_TEXT = {"eval", "exec", "compile", "__import__", "getattr", "breakpoint"}
 RUNS_TEXT_METHODS = {"literal_eval", "import_module", "system", "popen"}
-FORMULA_MODULES = ["formula.py", "whiteboard.py", "derive.py", "commands/derive.py"]
+FORMULA_MODULES = [
+    "formula.py",
+    "formula_torch.py",
+    "whiteboard.py",
+    "derive.py",
+    "commands/derive.py",
+]
 
 
 def _runs_text(source: str) -> set[str]:

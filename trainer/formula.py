@@ -8,8 +8,8 @@ the operators ``+ - * / @ ^`` (``**`` too), comparisons, the transpose (``ᵀ`` 
 attribute access, no subscript, no string, no keyword: a character or a word
 that is not part of the language stops the parser with its position. Nothing
 here hands text to Python's own evaluation, and the evaluator
-(:mod:`trainer.whiteboard`) looks names up in tables of its own; a test scans
-both modules for any way to run text.
+(:mod:`trainer.formula_torch`) looks names up in tables of its own; a test scans
+the modules that read or evaluate a formula for any way to run text.
 
 No torch here: a spec's formulas are parsed when it loads, and a formula that is
 not understood is answered before torch is imported.
