@@ -37,6 +37,8 @@ print(json.dumps({"code": code, "torch": "torch" in sys.modules}))
         (["hint", "sigmoid"], ""),
         (["hint", "linear", "--all"], ""),
         (["quiz", "clipped_relu"], "1\n" * 10),
+        (["derive", "--help"], ""),
+        (["derive", "--list"], ""),
         (["check", "--help"], ""),
         (["next"], ""),
         (["reset", "sigmoid"], ""),

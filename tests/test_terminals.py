@@ -106,6 +106,12 @@ CASES = {
     "grade-merge": Case(
         ("grade-merge", "book.json"), r"1 of 1 submissions passed", prepare=_gradebook
     ),
+    "derive": Case(
+        ("derive", "sigmoid"),
+        r"1 of 1 right",
+        keys=((r"dL/dx = ", "g*y(1-y)\n"), (r"dL/dx = ", "g * y * (1 - y)\n")),
+        torch=True,
+    ),
     "check": Case(("check",), r"stages? failed", exit_code=1, torch=True),
     "plot": Case(("plot",), r"Slope of your gradient", torch=True),
     "watch": Case(

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -58,6 +61,8 @@ class Validation:
     schema: str = ""  # empty when the spec loads; else the one-line error
     stub: str = ""  # empty when the stub fails as it should; else what went wrong
     solution: str = ""  # empty when the reference passes; else the first failure
+    # Empty when the formulas of `derive` hold (trainer.whiteboard); else one per line.
+    derive: str = ""
     variants: list[VariantResult] = field(default_factory=list)
     # Broken content rules (trainer.content_rules): shown, never a failure.
     warnings: list[str] = field(default_factory=list)
@@ -66,14 +71,20 @@ class Validation:
 
     @property
     def ok(self) -> bool:
-        return not (self.schema or self.stub or self.solution) and all(v.ok for v in self.variants)
+        return not (self.schema or self.stub or self.solution or self.derive) and all(
+            v.ok for v in self.variants
+        )
 
     @property
     def problems(self) -> list[str]:
         """Every problem, each once. The schema's are one per line. When the spec itself
         stops every check (a reference that fails to run), the stub's and the solution's
         checks say so alike, and the wrong variants' errors are its knock-ons: said once."""
-        found = [line for p in (self.schema, self.stub, self.solution) for line in p.splitlines()]
+        found = [
+            line
+            for p in (self.schema, self.stub, self.solution, self.derive)
+            for line in p.splitlines()
+        ]
         spec_broken = any(p.startswith(COULD_NOT_RUN) for p in (self.stub, self.solution))
         found += [
             v.describe()
@@ -84,6 +95,37 @@ class Validation:
 
 
 COULD_NOT_RUN = "the check could not run: "
+
+
+DERIVE_TIMEOUT = 600.0  # seconds for the formulas of every spec validated at once
+
+
+def _derive_check(paths: Sequence[Path]) -> subprocess.Popen[str]:
+    """The specs' ``derive`` formulas evaluated with torch (``python -m
+    trainer.whiteboard``), in a process of their own: validate imports no torch."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "trainer.whiteboard", *map(str, paths)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _derive_problems(process: subprocess.Popen[str], paths: Sequence[Path]) -> dict[str, list[str]]:
+    """What that process found, per path; a process that fails is a problem of each."""
+    try:
+        output, errors = process.communicate(timeout=DERIVE_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        why = f"the check of its formulas took over {DERIVE_TIMEOUT:g} s"
+        return {str(p): [f"derive: {why}"] for p in paths}
+    try:
+        found = json.loads(output)
+    except json.JSONDecodeError:
+        last = (errors.strip().splitlines() or ["it printed nothing"])[-1]
+        return {str(p): [f"derive: its formulas could not be checked: {last}"] for p in paths}
+    return {str(k): [str(p) for p in v] for k, v in found.items()}
 
 
 def _shown(path: Path) -> str:
@@ -228,6 +270,8 @@ def validate(
                     continue
                 checks.append((result, "variant", exercise, file, declared))
 
+        derived = [(result, e) for result, e in loaded if e.derive is not None]
+        formulas = _derive_check([e.source for _, e in derived]) if derived else None
         futures: dict[int, Future[CheckReport]] = {}
         with contextlib.ExitStack() as running:
             if checks:
@@ -290,6 +334,11 @@ def validate(
                     result.solution = f"the reference solution fails at {stage}: {message}"
                 elif kind == "variant" and variant is not None:
                     result.variants.append(VariantResult(variant, stage, mistake))
+        if formulas is not None:
+            found = _derive_problems(formulas, [e.source for _, e in derived])
+            for result, exercise in derived:
+                problems = found.get(str(exercise.source), [])
+                result.derive = "\n".join(f"{result.spec}: {p}" for p in problems)
     return results
 
 

@@ -131,6 +131,11 @@ def stats_text(stats: Stats, width: int = 80) -> list[str]:
         ]
     if stats.reviews_clean or stats.reviews_failed:
         lines.append(f"Reviews: {stats.reviews_clean} clean, {stats.reviews_failed} failed.")
+    if stats.derive_tried:
+        lines.append(
+            f"Derived on the whiteboard: {stats.derived} of the {stats.derive_tried} "
+            "tried (trainer derive --list)."
+        )
     if stats.interviews:
         lines += ["", "Interviews:"]
         for interview in stats.interviews[-8:]:

@@ -531,6 +531,112 @@ def quiz_score(exercise: Exercise | SharedQuiz, score: int, total: int, best: in
         out.print(f"Take it again any time: [bold]trainer quiz {exercise.id}[/].")
 
 
+# The whiteboard (`trainer derive`): the data comes from trainer.derive and trainer.whiteboard.
+
+FORMULA_LANGUAGE = (
+    "Write + - * / ^ (or **), @ (matrix product), ᵀ or .T; a comparison is 1 or 0; exp log "
+    "sqrt abs sign tanh sigmoid (σ) softplus relu erf Phi phi, max(a, b), min(a, b), "
+    "where(c, a, b); sum(e, dim), mean, var, amax, logsumexp keep dim as size 1 (no dim: "
+    "all); softmax(e, dim), unsqueeze(e, dim), numel(e); sum_to(e, name) sums e down to an "
+    "input's shape."
+)
+
+
+def derive_board(exercise: Exercise, names: Sequence[tuple[str, str]]) -> None:
+    """The question: the function, the names a formula may use, the language."""
+    width = max(len(name) for name, _ in names)
+    body = _text("Before the code, the gradient, as on a whiteboard:\n\n")
+    body.append(f"y = {exercise.reference}\n\n", style="bold cyan")
+    for name, meaning in names:
+        body.append(f"  {name.ljust(width)}", style="bold")
+        body.append(f"  {meaning}\n")
+    body.append("\n" + FORMULA_LANGUAGE, style="dim")
+    out.print(_panel(body, title=_text(f"Derive: {exercise.title}", style="bold"), expand=False))
+
+
+def formula_not_understood(text: str, start: int, end: int, message: str) -> None:
+    """Where the formula stops making sense: a caret under it, then why."""
+    out.print(
+        _text(f"✘ Not understood at character {start + 1}: ", style="bold red") + _text(message)
+    )
+    out.print(_text(f"  {text}"))
+    out.print(
+        _text("  " + " " * start + "^" * max(1, min(end, len(text)) - start), style="bold red")
+    )
+    out.print("Type it again; nothing was counted.")
+
+
+def formula_right(name: str, runs: int) -> None:
+    out.print(
+        _text("✔ Right. ", style="bold green")
+        + _text(
+            f"It equals dL/d{name} on all {plural(runs, 'case')} of the checker "
+            "(random inputs and upstream gradients, float64)."
+        )
+    )
+
+
+def formula_wrong(
+    text: str,
+    words: str,
+    case: str,
+    wrong_runs: int,
+    runs: int,
+    view: Sequence[str],
+    error_span: tuple[int, int] | None,
+    tries_left: int,
+) -> None:
+    """A wrong formula: the nearest classic mistake, where, and what is left to do."""
+    on = "every case" if wrong_runs == runs else f"{wrong_runs} of {runs} cases"
+    out.print(_text(f"✘ Wrong on {on}: ", style="bold red") + _text(f"{words}."))
+    if error_span is not None:
+        start, end = error_span
+        out.print(_text(f"  {text}"))
+        out.print(
+            _text("  " + " " * start + "^" * max(1, min(end, len(text)) - start), style="bold red")
+        )
+    else:
+        out.print(_text(f"  For {case}" + (":" if view else "."), style="dim"))
+        for line in view:
+            out.print(_text(f"    {line}", style="dim"))
+    if tries_left:
+        out.print(
+            f"Try again ({plural(tries_left, 'try', 'tries')} left), or press Enter for the answer."
+        )
+
+
+def formula_answer(name: str, formula: str) -> None:
+    out.print(_text(f"The answer: dL/d{name} = ", style="bold") + _text(formula, style="bold cyan"))
+
+
+def derive_score(exercise: Exercise, right: int, total: int, attempts: int, passed: bool) -> None:
+    record = "derived" if passed else "not derived yet"
+    out.print(
+        f"\n[bold]{right} of {total} right.[/] {exercise.id}: {record} "
+        f"({plural(attempts, 'attempt')}; trainer derive --list shows them all)."
+    )
+    if right < total:
+        out.print(f"Take it again any time: [bold]trainer derive {exercise.id}[/].")
+    else:
+        out.print(f"Now write it as code: [bold]trainer start {exercise.id}[/].")
+
+
+def derive_list(exercises: Sequence[Exercise], state: State) -> None:
+    """The exercises with a formula to derive, and the record of each."""
+    for exercise in exercises:
+        progress = state.exercises.get(exercise.id, Progress())
+        mark = (
+            _text("derived", style="green")
+            if progress.derive_passed
+            else _text(f"{plural(progress.derive_attempts, 'attempt')}", style="yellow")
+            if progress.derive_attempts
+            else _text("–", style="dim")
+        )
+        out.print(_text(f"{exercise.id:<14}  ") + mark, no_wrap=True, crop=True)
+    derived = sum(state.exercises.get(e.id, Progress()).derive_passed for e in exercises)
+    out.print(f"{derived} of {len(exercises)} derived. Begin with [bold]trainer derive ID[/].")
+
+
 def exercise_list(exercises: Sequence[Exercise], state: State, workspace: Path | None) -> None:
     """One line per exercise, its track's id (what `trainer next -t` takes) on the first
     line of each track; the footer is one line, so that the catalogue fits a 40-row
@@ -993,7 +1099,7 @@ def validation_table(results: Sequence[Validation]) -> None:
         loaded = not result.schema
         table.add_row(
             result.exercise_id or Path(result.spec).stem,
-            mark(loaded),
+            mark(loaded and not result.derive),
             mark(not result.stub) if loaded else _text("–"),
             mark(not result.solution) if loaded else _text("–"),
             _text(

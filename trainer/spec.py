@@ -19,6 +19,7 @@ from typing import Any, Literal, TypeVar, cast
 import yaml
 
 from trainer.errors import SpecError, SpecFieldError, SpecProblems
+from trainer.formula import CONSTANTS, FUNCTIONS, FormulaError, output_names, understand
 from trainer.vocabulary import FUNCTION_API, MISTAKE_IDS, STAGE_BY_ID, STAGE_IDS, stages_for
 
 FORMAT_VERSION = 1
@@ -152,6 +153,22 @@ class StabilityProbe:
     values: Mapping[str, Any]  # nested lists of numbers for tensors, a value for scalars
 
 
+@dataclass(frozen=True)
+class Derivation:
+    """``derive:``, the gradient on the whiteboard (``trainer derive``): formulas in the
+    language of :mod:`trainer.formula`, over the names of :attr:`scope`."""
+
+    # The inputs asked, in the order of the parameters, each with its right gradient.
+    answers: Mapping[str, str]
+    # Further names a formula may use, each defined by a formula over those before it.
+    names: Mapping[str, str] = field(default_factory=dict)
+    # Classic mistakes written as formulas: mistake -> input -> formula. Validation
+    # holds each to being rejected with that mistake named.
+    mistakes: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
+    # Every name a formula may use, in the order they are introduced to the learner.
+    scope: tuple[str, ...] = ()
+
+
 @dataclass
 class Exercise:
     format_version: int
@@ -194,6 +211,8 @@ class Exercise:
     form: str = "function"
     # A grade's points per stage where they differ from the stage's default weight.
     weights: Mapping[str, int] = field(default_factory=dict)
+    # The gradient as a formula, asked before the code (`trainer derive`).
+    derive: Derivation | None = None
     source: Path = field(default=Path("<memory>"), compare=False)
     # The mapping this was validated from: what travels with a check's job, so
     # the checker uses exactly the spec the CLI validated.
@@ -554,6 +573,75 @@ def _expected_gradient(node: _Node, params: Sequence[Param]) -> dict[str, str]:
     return {name: _python_expression(node.child(name)) for name in wanting if node.has(name)}
 
 
+def _formula(node: _Node, scope: Sequence[str]) -> str:
+    text = node.text()
+    try:
+        understand(text, scope)
+    except FormulaError as error:
+        raise node.fail(f"not understood at character {error.start + 1}: {error.message}") from None
+    return text
+
+
+def _derivation(
+    node: _Node, params: Sequence[Param], outputs: int, mistakes: Sequence[str]
+) -> Derivation:
+    """``derive``: ``answers`` (required), ``names`` and ``mistakes``; every formula is
+    understood over the names before it (numbers are `trainer validate`'s to check)."""
+    node.mapping(["answers"], ["names", "mistakes"])
+    # Float tensors and scalars by their parameter names (an int tensor holds indices,
+    # which a formula cannot use: it has no indexing).
+    scope = [p.name for p in params if isinstance(p, ScalarParam) or p.is_float]
+    for y, g in output_names(outputs):
+        scope += [y, g]
+    scope.append("grad_output")
+    names: dict[str, str] = {}
+    if node.has("names"):
+        names_node = node.child("names")
+        if not isinstance(names_node.value, dict) or not names_node.value:
+            raise names_node.fail(
+                f"expected a mapping of names to formulas, got {_describe(names_node.value)}"
+            )
+        for name in names_node.value:
+            child = names_node.child(str(name))
+            if not isinstance(name, str) or not IDENTIFIER.match(name) or "__" in name:
+                raise child.fail("a name is letters, digits and _ (no double underscore)")
+            if name in scope or name in FUNCTIONS or name in CONSTANTS:
+                raise child.fail(f"{name!r} is already a name of formulas here; pick another")
+            names[name] = _formula(child, scope)
+            scope.append(name)
+    wanting = [p.name for p in params if isinstance(p, TensorParam) and p.requires_grad]
+    answers_node = node.child("answers")
+    answers_node.mapping([], wanting)
+    if not answers_node.value:
+        raise answers_node.fail(f"needs the gradient of at least one of: {', '.join(wanting)}")
+    answers = {
+        name: _formula(answers_node.child(name), scope)
+        for name in wanting
+        if answers_node.has(name)
+    }
+    wrong: dict[str, dict[str, str]] = {}
+    if node.has("mistakes"):
+        mistakes_node = node.child("mistakes")
+        if not isinstance(mistakes_node.value, dict) or not mistakes_node.value:
+            raise mistakes_node.fail(
+                f"expected a mapping of mistake names, got {_describe(mistakes_node.value)}"
+            )
+        for mistake in mistakes_node.value:
+            child = mistakes_node.child(str(mistake))
+            if mistake not in mistakes and mistake not in MISTAKE_IDS:
+                raise child.fail(
+                    f"{mistake!r} is neither a mistake of this spec (mistakes:) nor one the "
+                    "checker names"
+                )
+            child.mapping([], list(answers))
+            if not child.value:
+                raise child.fail("needs a formula for at least one input asked")
+            wrong[str(mistake)] = {
+                name: _formula(child.child(name), scope) for name in answers if child.has(name)
+            }
+    return Derivation(answers=answers, names=names, mistakes=wrong, scope=tuple(scope))
+
+
 def _weights(node: _Node) -> dict[str, int]:
     """``weights``: a stage id -> whole points >= 0; checked against the stages in ``_check_weights``."""
     if not isinstance(node.value, dict) or not node.value:
@@ -639,6 +727,7 @@ _FIELDS_REQUIRED = (
 )
 _FIELDS_OPTIONAL = (
     "derivation",
+    "derive",
     "double_backward",
     "expected_gradient",
     "form",
@@ -765,12 +854,13 @@ def exercise_from_mapping(data: object, file: str, source: Path | None = None) -
         # Fields read against the parameters are not judged when those are broken.
         return read if params is not None else (lambda _: default)
 
+    outputs = field("outputs", lambda n: n.integer(minimum=1), 1)
     values: dict[str, Any] = {
         "title": field("title", _Node.text, ""),
         "difficulty": field("difficulty", lambda n: n.choice(DIFFICULTIES), "easy"),
         "class_name": field("class_name", lambda n: n.text(IDENTIFIER, "a Python class name"), ""),
         "statement": field("statement", _Node.text, ""),
-        "outputs": field("outputs", lambda n: n.integer(minimum=1), 1),
+        "outputs": outputs,
         "reference": field("reference", _python_expression, ""),
         "cases": field(
             "cases",
@@ -812,6 +902,14 @@ def exercise_from_mapping(data: object, file: str, source: Path | None = None) -
         "function_api": field("function_api", _function_api, cast(tuple[str, ...], ())),
         "form": field("form", lambda n: n.choice(ANSWER_FORMS), "function"),
         "weights": field("weights", _weights, {}),
+        "derive": field(
+            "derive",
+            with_params(
+                lambda n: _derivation(n, params or (), outputs, list(mistakes)),
+                None,
+            ),
+            None,
+        ),
     }
     if collect.problems:
         problems = list(dict.fromkeys(collect.problems))

@@ -54,6 +54,10 @@ class Progress:
     hints_to_pass: int | None = None  # the hints seen by the first pass
     diagnoses: dict[str, int] = field(default_factory=dict)  # failed checks per diagnosis
     review: dict[str, Any] | None = None  # the spaced-review schedule (trainer.review)
+    # The gradient on the whiteboard (trainer.derive): sessions finished, and whether
+    # one of them had every formula right.
+    derive_attempts: int = 0
+    derive_passed: bool = False
 
 
 @dataclass
@@ -113,6 +117,10 @@ def _is_object(value: object) -> bool:
     return isinstance(value, dict)
 
 
+def _is_bool(value: object) -> bool:
+    return isinstance(value, bool)
+
+
 # The study record's fields, each with what a usable value is: one that is not is
 # dropped (the field takes its default), never read as damage.
 _RECORD_FIELDS: dict[str, Callable[[object], bool]] = {
@@ -122,6 +130,8 @@ _RECORD_FIELDS: dict[str, Callable[[object], bool]] = {
     "hints_to_pass": _is_count,
     "diagnoses": _is_counts,
     "review": _is_object,
+    "derive_attempts": _is_count,
+    "derive_passed": _is_bool,
 }
 
 

@@ -89,6 +89,9 @@ class Stats:
     reviews_clean: int
     reviews_failed: int
     days: list[tuple[str, int]] = field(default_factory=list)  # the chart: (date, checks)
+    # The gradient on the whiteboard (trainer derive): exercises derived, of those tried.
+    derived: int = 0
+    derive_tried: int = 0
 
     @property
     def median_time(self) -> float | None:
@@ -233,4 +236,6 @@ def compute(
         reviews_clean=sum(int(r.get("clean", 0)) for r in reviews),
         reviews_failed=sum(int(r.get("failed", 0)) for r in reviews),
         days=[(d, state.days.get(d, 0)) for d, _ in chart],
+        derived=sum(p.derive_passed for p in state.exercises.values()),
+        derive_tried=sum(p.derive_attempts > 0 for p in state.exercises.values()),
     )

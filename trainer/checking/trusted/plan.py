@@ -954,3 +954,18 @@ def reference_saved_bytes(exercise: Exercise, plan: Plan, solution: str | None) 
         return saved
     except Exception:  # advice is optional; a check never fails for want of it
         return {}
+
+
+def reference_runs(exercise: Exercise, seed: int, max_elements: int = SMALL) -> tuple[Run, ...]:
+    """One float64 run per case of at most ``max_elements`` elements: random inputs, two
+    random upstream gradients, the reference's outputs and gradients for both, and the
+    gradients of the spec's declared mistakes. What `trainer derive` holds a formula to,
+    without the rest of :func:`build_plan` (domain, structured and tie runs: seconds)."""
+    generator = torch.Generator().manual_seed(seed)
+    runs = []
+    for case in exercise.cases:
+        if _case_numel(case) > max_elements:
+            continue
+        base = _case_values(exercise, case, generator)
+        runs.append(_run(exercise, case, torch.float64, _cast(base, torch.float64), generator))
+    return tuple(runs)
