@@ -1,0 +1,50 @@
+"""Reference solution for the `avg_pool2d` exercise.
+
+Each output is the sum of one kernel_size x kernel_size window of the
+zero-padded plane, divided by d[i, j]: kernel_size**2 when the padding counts,
+else the number of the window's elements inside the real plane. The output is
+linear in x with the weight 1 / d[i, j] on every element of window (i, j), so
+backward gives each element of each window grad_output[i, j] / d[i, j], adding
+where windows overlap. It works on the padded plane, where every window is a
+full square, and crops the padding off at the end: the padding zeros are
+constants, and what lands there reaches no input.
+"""
+
+import torch
+import torch.nn.functional as F
+
+
+class MyAvgPool2d(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, kernel_size, stride, padding, count_include_pad):
+        k, s, p = kernel_size, stride, padding
+        padded = F.pad(x, (p, p, p, p))
+        windows = padded.unfold(2, k, s).unfold(3, k, s)  # (N, C, Ho, Wo, k, k)
+        sums = windows.sum(dim=(-2, -1))
+        if count_include_pad:
+            divisor = torch.full(sums.shape[-2:], float(k * k), dtype=x.dtype, device=x.device)
+        else:
+            inside = F.pad(torch.ones_like(x[0, 0]), (p, p, p, p))
+            divisor = inside.unfold(0, k, s).unfold(1, k, s).sum(dim=(-2, -1))
+        # backward needs the divisor of every window, (Ho, Wo), and the geometry.
+        ctx.save_for_backward(divisor)
+        ctx.geometry = (k, s, p, x.shape)
+        return sums / divisor
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (divisor,) = ctx.saved_tensors
+        k, s, p, (n, c, h, w) = ctx.geometry
+        ho, wo = grad_output.shape[-2:]
+        share = grad_output / divisor  # what each window gives each of its elements
+        grad_padded = share.new_zeros(n, c, h + 2 * p, w + 2 * p)
+        # Window (i, j) covers padded rows i*s + a and columns j*s + b, 0 <= a, b < k:
+        # for one offset (a, b) those positions form a strided slice, one per window.
+        for a in range(k):
+            for b in range(k):
+                rows = slice(a, a + s * (ho - 1) + 1, s)
+                cols = slice(b, b + s * (wo - 1) + 1, s)
+                grad_padded[:, :, rows, cols] += share
+        # The padding is not an input: keep the real plane only.
+        grad_x = grad_padded[:, :, p : p + h, p : p + w]
+        return grad_x, None, None, None, None
