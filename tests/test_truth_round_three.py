@@ -462,3 +462,19 @@ def test_a_right_answer_passes_gradcheck_where_the_reference_is_nan():
         catalogue_file=True,
     )
     assert report.passed, report.first_failure
+
+
+def test_a_right_kl_div_passes_where_its_target_is_exactly_zero():
+    """The domain stage's rounding allowance moves each input one rounding step both
+    ways: a target of exactly 0 moved below its domain made the reference's t·log t nan
+    there, and the nan allowance failed this right answer. Take ``plan._in_domain`` (which
+    keeps the moves in the domain) out and this fails."""
+    from tests.conftest import CATALOG, REPO, shared_service
+    from trainer.checking.runner import run_check
+
+    exercise = CATALOG.get("kl_div")
+    assert exercise.reference == 'F.kl_div(input, target, reduction="batchmean")'
+    report = run_check(
+        exercise, REPO / "solutions" / "kl_div.py", service=shared_service(), catalogue_file=True
+    )
+    assert report.passed, report.first_failure

@@ -689,7 +689,9 @@ def _with_rounding_slack(exercise: Exercise, run: Run, generator: torch.Generato
         worst_grads = {name: torch.zeros_like(g) for name, g in total_grads.items()}
         for sign in (1.0, -1.0):
             moved = list(values)
-            moved[index] = value + sign * step
+            # Within the input's domain: a target of exactly 0 moved to -eps makes a
+            # reference's t·log t nan there, and a nan allowance fails any answer.
+            moved[index] = _in_domain(value + sign * step, param)
             got_outputs, got_grads = _reference_at(
                 exercise,
                 moved[: len(wide)],
@@ -716,6 +718,14 @@ def _with_rounding_slack(exercise: Exercise, run: Run, generator: torch.Generato
         ),
         grads_slack={name: widened(s, total_grads[name]) for name, s in run.grads_slack.items()},
     )
+
+
+def _in_domain(value: torch.Tensor, param: object) -> torch.Tensor:
+    """``value`` kept inside the parameter's declared domain (if it declares one)."""
+    domain = getattr(param, "domain", None)
+    if not isinstance(param, TensorParam) or domain is None:
+        return value
+    return value.clamp(min=domain[0], max=domain[1])
 
 
 def _tie_runs(
