@@ -253,7 +253,8 @@ class Session:
             # job: stop it (with every process of the check); the next check starts afresh.
             WARM.close()
             raise
-        self.record_check(exercise, raw.passed, diagnosis_of(raw))
+        if raw.bug is None:  # a bug of ours is no check of the learner's
+            self.record_check(exercise, raw.passed, diagnosis_of(raw))
         return Report(raw, warm=warm, advice=_advice(raw, cell), startup=startup)
 
     def check_cell(

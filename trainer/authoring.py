@@ -12,6 +12,7 @@ from pathlib import Path
 
 import yaml
 
+from trainer.bugs import bug_message
 from trainer.catalog import requires_problems, solution_path, wrong_variant_path
 from trainer.checking.report import CheckReport, Verdict
 from trainer.checking.runner import CheckingService, run_check
@@ -63,6 +64,8 @@ class Validation:
     warnings: list[str] = field(default_factory=list)
     # The untouched stub's check, every stage: where it fails, and why.
     stub_report: CheckReport | None = field(default=None, repr=False)
+    # A check of it that a bug of ours stopped (trainer.bugs): then validate exits 3.
+    bug: bool = False
 
     @property
     def ok(self) -> bool:
@@ -270,6 +273,10 @@ def validate(
             for index, (result, kind, exercise, _, variant) in enumerate(checks):
                 try:
                     report = futures[index].result()
+                    if report.bug is not None:  # no verdict on the spec's files: ours
+                        result.bug = True
+                        bug = report.bug
+                        raise TrainerError(bug_message(bug.where, bug.path, bug.error))
                 except TrainerError as error:
                     message = f"{COULD_NOT_RUN}{error.message}"
                     if kind == "variant" and variant is not None:

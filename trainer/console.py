@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainer.bugs import bug_message
 from trainer.spec import Exercise, QuizQuestion, SharedQuiz, reflow
 from trainer.state import Progress, State
 
@@ -135,6 +136,14 @@ def is_interactive() -> bool:
 def error(message: str) -> None:
     # On a terminal, wrapped on words at its width; piped, one line, to grep and copy.
     err.print(_text("error: ", style="bold red") + _text(message), soft_wrap=not err.is_terminal)
+
+
+def checker_bug(where: str, path: Path | str | None, error: str = "") -> None:
+    """A bug of ours, on stderr: its words, where it happened, and its traceback's file."""
+    err.print(
+        _text("✘ ", style="bold magenta") + _text(bug_message(where, path, error)),
+        soft_wrap=not err.is_terminal,
+    )
 
 
 def notice(message: str) -> None:
@@ -305,7 +314,12 @@ def check_summary(
         if interview_left is not None
         else ""
     )
-    if report.passed:
+    if report.bug is not None:  # no verdict: the check did not finish
+        bug = report.bug
+        out.print(
+            _text("✘ ", style="bold magenta") + _text(bug_message(bug.where, bug.path, bug.error))
+        )
+    elif report.passed:
         ran = [s for s in report.stages if s.verdict.value == "pass"]
         skipped = len(report.stages) - len(ran)
         extra = f" ({skipped} skipped)" if skipped else ""
@@ -1015,7 +1029,12 @@ def grade_table(book: Gradebook, written: Sequence[Path] = ()) -> None:
     table.add_column("Score", justify="right", no_wrap=True)
     table.add_column("Stages", no_wrap=True)
     table.add_column("First failure", ratio=1)
-    styles = {"pass": "bold green", "fail": "bold red", "error": "bold yellow"}
+    styles = {
+        "pass": "bold green",
+        "fail": "bold red",
+        "error": "bold yellow",
+        "bug": "bold magenta",
+    }
     marks = {"pass": ("✔", "green"), "fail": ("✘", "red"), "skip": ("–", "dim")}
     for item in book.grades:
         stages = _text("")

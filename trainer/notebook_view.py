@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from trainer.bugs import bug_message
 from trainer.spec import Exercise, QuizQuestion
 from trainer.state import Progress, State
 
@@ -94,6 +95,9 @@ def _summary(report: Report) -> tuple[bool, str]:
     """The verdict in one sentence, and whether it is a pass."""
     stages = report.stages
     how = "warm checker" if report.warm else "cold start"
+    bug = report.raw.bug
+    if bug is not None:  # no verdict: a bug of ours stopped the check
+        return False, bug_message(bug.where, bug.path, bug.error)
     if report.passed:
         ran = sum(s.verdict.value == "pass" for s in stages)
         skipped = len(stages) - ran

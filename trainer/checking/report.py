@@ -122,6 +122,26 @@ class StageResult:
 
 
 @dataclass
+class CheckerBug:
+    """A bug of ours that stopped a check (:mod:`trainer.bugs`): not a verdict on the file."""
+
+    where: str  # "the stage Backward parity", "the checker", "the checking server", ...
+    error: str  # the exception, ``Name: message``
+    path: str = ""  # the file its traceback was written to ("" when it could not be)
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: object) -> CheckerBug | None:
+        if not isinstance(data, dict):
+            return None
+        return cls(
+            str(data.get("where", "")), str(data.get("error", "")), str(data.get("path", ""))
+        )
+
+
+@dataclass
 class CheckReport:
     exercise: str
     file: str
@@ -140,9 +160,13 @@ class CheckReport:
     protection: ProtectionLevel | None = None
     # How much of it may be read: full, summary or verdict (trainer.checking.feedback).
     feedback: str = "full"
+    # A bug of ours that stopped the check: then no verdict is given (exit 3).
+    bug: CheckerBug | None = None
 
     @property
     def passed(self) -> bool:
+        if self.bug is not None:
+            return False
         verdicts = {s.id: s.verdict for s in self.stages}
         return (
             bool(self.stages)
@@ -167,4 +191,5 @@ class CheckReport:
         data["passed"] = self.passed
         data["stages"] = [s.to_dict() for s in self.stages]
         data["protection"] = self.protection.to_dict() if self.protection else None
+        data["bug"] = self.bug.to_dict() if self.bug else None
         return data

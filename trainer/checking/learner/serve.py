@@ -19,6 +19,7 @@ import gc
 import os
 import sys
 import time
+import traceback
 import types
 import warnings
 from collections.abc import Callable
@@ -38,11 +39,12 @@ from trainer.checking.learner.loading import (
     explain_learner_error,
     find_function_class,
     import_source,
+    learner_traceback,
     own_graph,
     recorded_by,
 )
 from trainer.checking.learner.zygote import LearnerTask
-from trainer.checking.wording import foreign_graph
+from trainer.checking.wording import describe_exception, foreign_graph
 
 _monotonic = time.monotonic  # kept before any learner code runs
 
@@ -69,9 +71,28 @@ class _Server:
     ) -> tuple[dict[str, Any], list[bytes]]:
         try:
             return self._handle(request, blobs)
-        except Exception as error:  # e.g. a returned value that cannot be sent back
-            message = f"what your code returned could not be read ({type(error).__name__}: {error})"
-            return {"error": {"message": message, "details": []}}, []
+        except (
+            Exception
+        ) as error:  # the learner's (raised in its frames, or with torch patched) or ours
+            return self._failed(error), []
+
+    def _failed(self, error: Exception) -> dict[str, Any]:
+        """The reply for an exception that escaped a handler. It is the learner's when it
+        was raised through a frame of the learner's file (a method of a returned object,
+        say) or while the learner's code had patched torch; otherwise it is a bug of
+        ours, and the reply carries its traceback (this process may not write files)."""
+        patched = self.guard.restore()
+        if patched or learner_traceback(error, self.path):
+            reply: dict[str, Any] = {
+                "error": {
+                    "message": f"what your code returned could not be read ({describe_exception(error)})",
+                    "details": learner_traceback(error, self.path),
+                }
+            }
+            if patched:
+                reply["patched"] = patched
+            return reply
+        return {"bug": {"traceback": bug_traceback(error)}}
 
     def _handle(
         self, request: dict[str, Any], blobs: list[bytes]
@@ -291,6 +312,19 @@ class _Server:
             if isinstance(g, torch.Tensor) and b is not None and not torch.equal(g, b)
         ]
         return {"result": values.encode(result, reply_blobs), "modified": modified}
+
+
+def bug_traceback(error: BaseException) -> str:
+    """A traceback of a bug of ours in this process, for the checker to keep. Our code
+    here reads as ``<string>`` (:func:`look_plain`): each frame is named by its
+    function's qualified name (``_Server.forward``) and line instead."""
+    lines = ["Traceback (most recent call last), in the learner's process:"]
+    for frame, line in traceback.walk_tb(error.__traceback__):
+        code = frame.f_code
+        name = getattr(code, "co_qualname", code.co_name)  # Python 3.11+
+        lines.append(f"  {name}, line {line} of {code.co_filename}")
+    lines += traceback.format_exception_only(error)
+    return "\n".join(line.rstrip("\n") for line in lines)
 
 
 def _optional_inputs(function_class: type) -> int:
@@ -615,7 +649,10 @@ def run(task: LearnerTask) -> None:
                 break
             reply, reply_blobs = server.handle(request, blobs)
             _flush()  # what this call printed reaches the output before the next stage's mark
-            transport.send(task.fd, reply, reply_blobs)
+            try:
+                transport.send(task.fd, reply, reply_blobs)
+            except (TypeError, ValueError) as error:  # a reply that is not JSON: its handler's bug
+                transport.send(task.fd, {"bug": {"traceback": bug_traceback(error)}})
     except BaseException:  # nothing may escape: end quietly, the checker sees it
         code = 3
     finally:

@@ -38,6 +38,17 @@ class LearnerProcessEnded(LearnerFault):
     """The process running the learner's code ended (a crash, ``os._exit``, a signal)."""
 
 
+class LearnerSideBug(Exception):
+    """A bug of ours in the learner process's handler of a request, not the learner's
+    code: the process says so with its traceback (``{"bug": ...}``), and the check
+    stops on it as on any bug of the checker's (:mod:`trainer.bugs`). Its words end
+    with that traceback, so that every traceback of it holds both sides."""
+
+    def __init__(self, op: str, traceback: str) -> None:
+        super().__init__(f"in the learner process's handler of `{op}`:\n{traceback.rstrip()}")
+        self.op = op
+
+
 class Sandbox:
     """The learner's process, as the checker sees it: a socket to call it on.
 
@@ -141,6 +152,9 @@ class Sandbox:
             raise LearnerProcessEnded(f"the process running your code {self.ended}") from None
         except transport.WireError as error:
             raise self.unreadable(error) from None
+        bug = reply.get("bug")
+        if isinstance(bug, dict):
+            raise LearnerSideBug(str(request.get("op")), str(bug.get("traceback", "")))
         patched = reply.get("patched")
         if isinstance(patched, list):
             self.patched.extend(str(p) for p in patched if str(p) not in self.patched)

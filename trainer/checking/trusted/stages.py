@@ -29,6 +29,7 @@ from trainer.checking.trusted.plan import Plan, Run, differentiable
 from trainer.checking.trusted.proxy import (
     LearnerFault,
     LearnerProcessEnded,
+    LearnerSideBug,
     Sandbox,
     forward_outputs,
 )
@@ -206,6 +207,8 @@ def explain_with_mistake(
     error: BaseException, during: str, names: tuple[str, ...] = ()
 ) -> tuple[str, list[str], dict[str, Any] | None]:
     """:func:`explain`, plus the classic mistake when the words name one."""
+    if isinstance(error, LearnerSideBug):  # a bug of ours: the stage's guard says so
+        raise error
     if isinstance(error, LearnerFault):
         if NOT_WRITTEN in error.message.split(":")[0]:
             diagnosis = named("not_written", error.message)
