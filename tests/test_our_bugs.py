@@ -253,6 +253,41 @@ def test_a_learner_value_that_raises_in_our_handler_is_the_learners_failure(
     assert not reports.exists()
 
 
+PATCHES_TORCH = """
+import torch
+
+
+class MySigmoid(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        torch.Tensor.detach = None  # what our code then calls on the result fails
+        y = torch.sigmoid(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (y,) = ctx.saved_tensors
+        return grad_output * y * (1 - y)
+"""
+
+
+def test_our_code_failing_on_torch_the_learner_patched_is_the_learners_failure(
+    tmp_path: Path, reports: Path, warm_commands: None
+):
+    """No frame of the learner's file in the traceback, but torch was patched while the
+    handler ran: the learner's doing, named as a patch, exit 1."""
+    path = tmp_path / "sigmoid.py"
+    path.write_text(PATCHES_TORCH)
+    result = run_cli("check", "sigmoid", "--file", str(path), "--json")
+    assert result.exit_code == 1, result.stdout
+    document = result.json()
+    assert document["bug"] is None
+    failed = next(s for s in document["stages"] if s["verdict"] == "fail")
+    assert "your code replaced `torch.Tensor.detach`" in failed["message"], failed
+    assert not reports.exists()
+
+
 # -- grading and Classroom ----------------------------------------------------------------
 
 
@@ -272,6 +307,18 @@ def test_grade_shows_a_bug_row_as_the_checkers_bug_not_a_students_zero(
     )
     assert grade["report"]["bug"]["path"]
     assert all(s["verdict"] != "fail" for s in grade["stages"])
+
+
+def test_grade_stops_with_exit_3_when_its_checking_server_has_a_bug(
+    tmp_path: Path, reports: Path, monkeypatch: pytest.MonkeyPatch
+):
+    (tmp_path / "subs").mkdir()
+    (tmp_path / "subs" / "alice.py").write_text(GOOD)
+    _inject(monkeypatch, "server start")
+    result = run_cli("grade", "sigmoid", str(tmp_path / "subs"), "--unprotected")
+    assert result.exit_code == 3, result.stdout + result.stderr
+    assert f"{BUG_WORDS} (in the checking server: " in " ".join(result.stderr.split())
+    assert "warm_up" in _kept(result.stderr, reports)
 
 
 def test_classroom_reports_a_bug_as_an_error_in_the_bugs_words(tmp_path: Path):
