@@ -66,6 +66,9 @@ class Validation:
     stub_report: CheckReport | None = field(default=None, repr=False)
     # A check of it that a bug of ours stopped (trainer.bugs): then validate exits 3.
     bug: bool = False
+    # The stub's or the solution's check could not run (the spec's reference, say): the
+    # wrong variants' errors are its knock-ons.
+    not_run: bool = False
 
     @property
     def ok(self) -> bool:
@@ -77,11 +80,10 @@ class Validation:
         stops every check (a reference that fails to run), the stub's and the solution's
         checks say so alike, and the wrong variants' errors are its knock-ons: said once."""
         found = [line for p in (self.schema, self.stub, self.solution) for line in p.splitlines()]
-        spec_broken = any(p.startswith(COULD_NOT_RUN) for p in (self.stub, self.solution))
         found += [
             v.describe()
             for v in self.variants
-            if not v.ok and not (spec_broken and v.failed_at == "error")
+            if not v.ok and not (self.not_run and v.failed_at == "error")
         ]
         return list(dict.fromkeys(found))
 
@@ -282,9 +284,9 @@ def validate(
                     if kind == "variant" and variant is not None:
                         result.variants.append(VariantResult(variant, "error", None))
                     elif kind == "stub":
-                        result.stub = message
+                        result.stub, result.not_run = message, True
                     else:
-                        result.solution = message
+                        result.solution, result.not_run = message, True
                     continue
                 stage, mistake, message = _first_failure(report)
                 if kind == "stub":

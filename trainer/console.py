@@ -440,7 +440,7 @@ def _failures(report: CheckReport) -> None:
     hidden = 0
     first = report.first_failure
     for stage in report.stages:
-        if stage.verdict.value != "fail" or stage.message.startswith("same error as "):
+        if stage.verdict.value != "fail" or stage.same_as:  # said by an earlier stage
             continue
         body = _text(stage.message)
         if stage is first:

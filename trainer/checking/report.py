@@ -88,6 +88,7 @@ class StageResult:
     # Pictures of a wrong gradient, as plain data (see trainer.checking.picture_data).
     pictures: list[dict[str, Any]] = field(default_factory=list)
     case: str = ""  # the run (case and dtype) the first failure happened in
+    same_as: str = ""  # a failure an earlier stage (this id) gave first, in the same words
 
     @property
     def title(self) -> str:
@@ -115,6 +116,7 @@ class StageResult:
             seconds=float(data.get("seconds", 0.0) or 0.0),
             diagnosis=diagnosis if isinstance(diagnosis, dict) else None,
             case=str(data.get("case", "")),
+            same_as=str(data.get("same_as", "")),
             pictures=[p for p in data.get("pictures", []) if isinstance(p, dict)]
             if isinstance(data.get("pictures"), list)
             else [],

@@ -36,9 +36,9 @@ from trainer.checking.learner.guard import NamespaceGuard
 from trainer.checking.learner.loading import (
     Expected,
     LearnerProblem,
-    explain_learner_error,
     find_function_class,
     import_source,
+    learner_error,
     learner_traceback,
     own_graph,
     recorded_by,
@@ -163,8 +163,7 @@ class _Server:
         try:
             result = function_class.apply(*api_calls.activations(args))  # type: ignore[no-untyped-call]
         except BaseException as error:  # the learner's code may raise anything
-            message, details = explain_learner_error(error, self.path, "forward")
-            return {"error": {"message": message, "details": details}}
+            return {"error": learner_error(error, self.path, "forward")}
         reply: dict[str, Any] = {"outputs": values.encode(result, reply_blobs)}
         outputs = result if isinstance(result, tuple | list) else (result,)
         tensors = [o for o in outputs if isinstance(o, torch.Tensor)]
@@ -193,8 +192,7 @@ class _Server:
         try:
             second = _double(function_class, args, upstream, vector)
         except BaseException as error:  # the learner's code may raise anything
-            message, details = explain_learner_error(error, self.path, "double backward")
-            return {"error": {"message": message, "details": details}}
+            return {"error": learner_error(error, self.path, "double backward")}
         return {"second": values.encode(second, reply_blobs)}
 
     def train(
@@ -243,8 +241,7 @@ class _Server:
                     own_pass,
                 )
         except BaseException as error:  # the learner's code may raise anything
-            message, details = explain_learner_error(error, self.path, "backward")
-            return {"error": {"message": message, "details": details}}
+            return {"error": learner_error(error, self.path, "backward")}
         stacked = _stacked(result)
         if stacked is not None:
             return {"stacked": values.encode(stacked, reply_blobs), "calls": len(result)}
@@ -270,8 +267,7 @@ class _Server:
                     with torch.no_grad():
                         node.apply(*upstream)
         except BaseException as error:  # the learner's code may raise anything
-            message, details = explain_learner_error(error, self.path, "backward")
-            return {"error": {"message": message, "details": details}}
+            return {"error": learner_error(error, self.path, "backward")}
         self.watch.hold()  # what these calls removed counts too
         findings = self.watch.findings
         if not findings:
@@ -304,8 +300,7 @@ class _Server:
             with torch.no_grad():
                 result = ctx.apply(*grads)
         except BaseException as error:  # the learner's code may raise anything
-            message, details = explain_learner_error(error, self.path, "backward")
-            return {"error": {"message": message, "details": details}}
+            return {"error": learner_error(error, self.path, "backward")}
         modified = [
             i
             for i, (g, b) in enumerate(zip(grads, before, strict=True))

@@ -17,8 +17,8 @@ import torch
 
 from trainer.checking import values
 from trainer.checking.trusted.diagnosis import named
-from trainer.checking.trusted.proxy import LearnerFault
-from trainer.checking.trusted.stages import FAIL, PASS, Checked, StageOutcome, explain
+from trainer.checking.trusted.proxy import fault_of
+from trainer.checking.trusted.stages import FAIL, PASS, Checked, StageOutcome, fault_diagnosis
 
 
 def by_hand_stage(checked: Checked) -> StageOutcome:
@@ -35,17 +35,9 @@ def by_hand_stage(checked: Checked) -> StageOutcome:
             "upstream": values.encode(list(run.upstream), blobs),
         }
         reply, _ = checked.sandbox.call(request, blobs)
-        error = reply.get("error")
-        if isinstance(error, dict):
-            details = error.get("details", [])
-            message, more = explain(
-                LearnerFault(
-                    str(error.get("message")),
-                    [str(d) for d in details] if isinstance(details, list) else [],
-                ),
-                "backward",
-            )
-            return StageOutcome(FAIL, message, more)
+        fault = fault_of(reply)
+        if fault is not None:
+            return StageOutcome(FAIL, fault.message, fault.details, fault_diagnosis(fault))
         findings = reply.get("findings")
         if isinstance(findings, list) and findings:
             text = str(reply.get("message", "backward lets torch derive the gradient"))

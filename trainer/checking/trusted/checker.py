@@ -145,6 +145,7 @@ def run(
             diagnosis=outcome.diagnosis,
             pictures=outcome.pictures,
             case=outcome.case,
+            same_as=outcome.same_as,
         )
         channel.send(type="stage-end", result=result.to_dict(), notes=outcome.notes)
         if stage == "load":  # host protection (issue 16): what the learner's process ran under

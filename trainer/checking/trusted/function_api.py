@@ -31,12 +31,12 @@ import torch
 from trainer.checking import values
 from trainer.checking.trusted.compare import compare_tensor
 from trainer.checking.trusted.plan import Run, differentiable, evaluate_reference
-from trainer.checking.trusted.proxy import LearnerFault
+from trainer.checking.trusted.proxy import LearnerFault, fault_of
 from trainer.checking.trusted.stages import (
     Checked,
     Failure,
     StageOutcome,
-    explain,
+    fault_diagnosis,
     output_name,
     summarise,
 )
@@ -50,13 +50,9 @@ def ask(
 ) -> tuple[dict[str, Any], list[bytes]]:
     """One request to the learner's process; its error becomes a :class:`LearnerFault`."""
     reply, reply_blobs = checked.sandbox.call(request, blobs)
-    error = reply.get("error")
-    if isinstance(error, dict):
-        details = error.get("details", [])
-        raise LearnerFault(
-            str(error.get("message", "your code failed")),
-            [str(d) for d in details] if isinstance(details, list) else [],
-        )
+    fault = fault_of(reply)
+    if fault is not None:
+        raise fault
     return reply, reply_blobs
 
 
@@ -122,9 +118,8 @@ def mistake(kind: str, text: str, name: str = "") -> dict[str, Any]:
     return {"mistake": kind, "input": name, "text": text, "view": []}
 
 
-def fault_failure(run: Run | None, fault: LearnerFault, during: str) -> Failure:
-    message, details = explain(fault, during)
-    return Failure(run, message, details)
+def fault_failure(run: Run | None, fault: LearnerFault, during: str = "") -> Failure:
+    return Failure(run, fault.message, fault.details, fault_diagnosis(fault))
 
 
 # -- mark_dirty ------------------------------------------------------------------------------

@@ -21,17 +21,24 @@ import torch
 
 from trainer.checking import processes, transport, values
 from trainer.checking.trusted.compare import describe_value
+from trainer.checking.trusted.returned import Input, refusal
 from trainer.checking.wording import foreign_graph
 from trainer.spec import Exercise
 
 
 class LearnerFault(Exception):
-    """The learner's code failed or answered something unusable; the message says what."""
+    """The learner's code failed or answered something unusable; the message says what.
+    ``mistake``: the classic mistake it is (an id of :data:`trainer.vocabulary.MISTAKES`),
+    told from values, never from words; ``input``: the forward parameter it is about."""
 
-    def __init__(self, message: str, details: Sequence[str] = ()) -> None:
+    def __init__(
+        self, message: str, details: Sequence[str] = (), mistake: str = "", input: str = ""
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.details = list(details)
+        self.mistake = mistake
+        self.input = input
 
 
 class LearnerProcessEnded(LearnerFault):
@@ -275,14 +282,24 @@ class Sandbox:
             self.call({"op": "reset"})
 
 
-def _raise_error(reply: dict[str, Any]) -> None:
+def fault_of(reply: dict[str, Any]) -> LearnerFault | None:
+    """The learner's failure a reply carries (its ``error``: words, details and the
+    mistake's id), or None."""
     error = reply.get("error")
-    if isinstance(error, dict):
-        details = error.get("details", [])
-        raise LearnerFault(
-            str(error.get("message", "your code failed")),
-            [str(d) for d in details] if isinstance(details, list) else [],
-        )
+    if not isinstance(error, dict):
+        return None
+    details = error.get("details", [])
+    return LearnerFault(
+        str(error.get("message", "your code failed")),
+        [str(d) for d in details] if isinstance(details, list) else [],
+        mistake=str(error.get("mistake") or ""),
+    )
+
+
+def _raise_error(reply: dict[str, Any]) -> None:
+    fault = fault_of(reply)
+    if fault is not None:
+        raise fault
 
 
 def forward_outputs(result: object, exercise: Exercise) -> tuple[torch.Tensor, ...]:
@@ -327,25 +344,16 @@ def proxy_function(sandbox: Sandbox, exercise: Exercise) -> type[torch.autograd.
             raise LearnerFault(foreign_graph(exercise.class_name))
         ctx.handle = reply.get("handle")
         ctx.advice = reply.get("advice")
+        ctx.inputs = [Input.of(a) for a in args]  # what backward's values are held to
         return outputs[0] if exercise.outputs == 1 else outputs
 
     def backward(ctx: Any, *grads: torch.Tensor) -> object:
         result, _ = sandbox.backward(ctx.handle, grads)
-        if isinstance(result, list):
-            # torch's own engine rejects a list ("expected Variable or None (got list)").
-            raise LearnerFault(
-                f"backward returned a list of {len(result)} values: return a tuple "
-                "(or a single tensor when forward has one input); autograd rejects a list"
-            )
-        values = result if isinstance(result, tuple) else (result,)
-        for index, value in enumerate(values):
-            if value is not None and not isinstance(value, torch.Tensor):
-                name = f"`{names[index]}`" if index < len(names) else f"position {index}"
-                raise LearnerFault(
-                    f"backward returned {describe_value(value)} for {name}; return a tensor "
-                    "(or None for an input that needs no gradient)"
-                )
-        return tuple(values) if isinstance(result, tuple) else result
+        # What torch's engine would refuse, refused first in the learner's terms.
+        found = refusal(result, ctx.inputs, ctx.needs_input_grad, names)
+        if found is not None:
+            raise LearnerFault(found.words, mistake=found.mistake, input=found.input)
+        return result
 
     return type(
         exercise.class_name,
