@@ -22,6 +22,8 @@ FAULT_WORDS = "a fault injected by the tests"
 PLACES = {
     # The body of the backward parity stage.
     "stage body": "trainer.checking.trusted.backward:backward_stage",
+    # The checker's proxy Function, in its backward: run by torch's autograd for a stage.
+    "proxy backward": "trainer.checking.trusted.proxy:refusal",
     # The checker between two stages, outside any stage's body.
     "checker": "trainer.checking.trusted.proxy:Sandbox.reset",
     # The checker, before the check begins (it asks the zygote for the learner's process).

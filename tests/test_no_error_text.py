@@ -232,3 +232,21 @@ def test_gradcheck_names_an_output_of_another_dtype_before_its_arithmetic_trips(
         "the output of forward has dtype torch.float16, expected torch.float64"
         in gradcheck["message"]
     )
+
+
+def test_an_unwritten_backward_is_one_failure_for_every_run_by_its_mistake_id(tmp_path: Path):
+    """The learner's process says `not_written` as an id; the checker reads no words: the
+    failure is said once, without a run, and is diagnosed as such."""
+    import yaml
+
+    spec = yaml.safe_load((REPO / "exercises" / "sigmoid.yaml").read_text(encoding="utf-8"))
+    path = tmp_path / "sigmoid.py"
+    path.write_text(spec["stub"], encoding="utf-8")
+    _, report = check_json("sigmoid", path)
+    backward = stage(report, "backward")
+    assert backward["message"] == (
+        "backward() is not written yet: it still raises NotImplementedError. "
+        "Write it in sigmoid.py, then run `trainer check` again."
+    )
+    assert backward["details"] == []
+    assert backward["diagnosis"]["mistake"] == "not_written"

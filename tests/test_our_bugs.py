@@ -80,6 +80,16 @@ def test_a_bug_in_a_stage_body_is_ours_and_names_the_stage(
     assert "✔ Forward parity" in result.stdout  # the stages before it keep their verdicts
 
 
+def test_a_bug_under_torchs_autograd_in_the_proxy_is_ours_not_the_learners(
+    tmp_path: Path, reports: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The stages catch only the learner's faults: a bug of ours raised inside autograd's
+    engine (the proxy's backward) is not taken for a learner's wrong return."""
+    _inject(monkeypatch, "proxy backward")
+    kept = _assert_a_bug(_check(tmp_path), reports, "the stage Backward parity")
+    assert "trusted/proxy.py" in kept
+
+
 def test_a_bug_in_the_checker_between_stages_is_ours(
     tmp_path: Path, reports: Path, monkeypatch: pytest.MonkeyPatch
 ):
