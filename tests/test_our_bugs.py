@@ -376,3 +376,28 @@ def test_a_bug_reads_whole_in_a_terminal_and_leaves_it_as_it_was(
         assert terminal.left_changed() == []
     finally:
         terminal.close()
+
+
+def test_a_bug_row_of_grade_reads_in_a_terminal_and_leaves_it_as_it_was(
+    tmp_path: Path, reports: Path
+):
+    (tmp_path / "subs").mkdir()
+    (tmp_path / "subs" / "alice.py").write_text(GOOD)
+    injected = sitecustomize(tmp_path / "site", server_code(PLACES["stage body"]))
+    env = {BUG_REPORTS_ENV: str(reports), "PYTHONPATH": f"{injected}:{REPO}", "NO_COLOR": "1"}
+    terminal = Terminal(
+        "grade", "sigmoid", "subs", "--unprotected", cwd=tmp_path, env=env, columns=80
+    )
+    try:
+        code = terminal.wait(timeout=120)
+        shown = plain(terminal.output)
+        assert code == 0, shown
+        assert "Traceback" not in shown
+        assert re.search(r"subs/alice\.py ⚑\s*│\s*bug\s*│", shown), shown
+        flat = " ".join(shown.split())
+        assert f"✘ subs/alice.py: {BUG_WORDS} (in the stage Backward parity: " in flat
+        assert "0 of 1 submissions passed." in shown
+        assert FAULT_WORDS in _kept(shown, reports)
+        assert terminal.left_changed() == []
+    finally:
+        terminal.close()

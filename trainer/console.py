@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainer.bugs import bug_message
+from trainer.bugs import BUG_WORDS, bug_message
 from trainer.spec import Exercise, QuizQuestion, SharedQuiz, reflow
 from trainer.state import Progress, State
 
@@ -1042,6 +1042,8 @@ def grade_table(book: Gradebook, written: Sequence[Path] = ()) -> None:
             mark, style = marks.get(stage.verdict, ("?", ""))
             stages.append(mark, style=style)
         failure = f"{_stage_title(item.stage)}: {item.message}" if item.stage else item.message
+        if item.verdict == "bug":  # said in full below the table: its path must not be cut
+            failure = f"{BUG_WORDS} (below)"
         name = _text(_as_given(item.submission))
         if item.flags:
             name.append(" ⚑", style="bold yellow")
@@ -1057,6 +1059,11 @@ def grade_table(book: Gradebook, written: Sequence[Path] = ()) -> None:
         titles = ", ".join(s.title for s in book.grades[0].stages)
         out.print(_text(f"Stages, in order: {titles}.", style="dim"))
     for item in book.grades:
+        if item.verdict == "bug":
+            out.print(
+                _text("✘ ", style="bold magenta")
+                + _text(f"{_as_given(item.submission)}: {item.message}")
+            )
         for flag in item.flags:
             out.print(
                 _text("⚑ ", style="bold yellow")
