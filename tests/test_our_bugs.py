@@ -12,6 +12,7 @@ the learner's failure.
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -28,11 +29,9 @@ GOOD = (REPO / "solutions" / "sigmoid.py").read_text()
 
 
 @pytest.fixture
-def reports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Where the bug reports go (the tests never write into the real temporary folder)."""
-    folder = tmp_path / "bug-reports"
-    monkeypatch.setenv(BUG_REPORTS_ENV, str(folder))
-    return folder
+def reports() -> Path:
+    """Where the bug reports go: the folder every test gets (tests/conftest.py)."""
+    return Path(os.environ[BUG_REPORTS_ENV])
 
 
 def _inject(monkeypatch: pytest.MonkeyPatch, place: str, returns: str | None = None) -> None:
