@@ -71,9 +71,7 @@ class _Server:
     ) -> tuple[dict[str, Any], list[bytes]]:
         try:
             return self._handle(request, blobs)
-        except (
-            Exception
-        ) as error:  # the learner's (raised in its frames, or with torch patched) or ours
+        except Exception as error:  # the learner's doing, or a bug of ours: _failed tells
             return self._failed(error), []
 
     def _failed(self, error: Exception) -> dict[str, Any]:
@@ -83,11 +81,9 @@ class _Server:
         ours, and the reply carries its traceback (this process may not write files)."""
         patched = self.guard.restore()
         if patched or learner_traceback(error, self.path):
+            message = f"what your code returned could not be read ({describe_exception(error)})"
             reply: dict[str, Any] = {
-                "error": {
-                    "message": f"what your code returned could not be read ({describe_exception(error)})",
-                    "details": learner_traceback(error, self.path),
-                }
+                "error": {"message": message, "details": learner_traceback(error, self.path)}
             }
             if patched:
                 reply["patched"] = patched
