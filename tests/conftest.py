@@ -32,6 +32,8 @@ REPO = Path(__file__).resolve().parent.parent
 def isolated_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     workspace = tmp_path / "ws"
     monkeypatch.setenv("TRAINER_WORKSPACE", str(workspace))
+    # A bug of ours writes its traceback here, never into the real temporary folder.
+    monkeypatch.setenv("TRAINER_BUG_REPORTS", str(tmp_path / "bug-reports"))
     monkeypatch.chdir(tmp_path)
     return workspace
 

@@ -386,7 +386,7 @@ def test_a_reference_that_cannot_run_is_one_problem_and_a_missing_variant_names_
     from trainer.spec import WrongVariant
 
     broken = f"{COULD_NOT_RUN}exercises/triple.yaml: preparing the check failed: no tripple"
-    result = Validation(spec="exercises/triple.yaml", stub=broken, solution=broken)
+    result = Validation(spec="exercises/triple.yaml", stub=broken, solution=broken, not_run=True)
     declared = WrongVariant("forgets.py", "backward", "why", "no_grad_output")
     missing = WrongVariant("missing.py", "backward", "why")
     path = tmp_path / "solutions" / "wrong" / "triple" / "missing.py"

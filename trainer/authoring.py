@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from trainer.bugs import bug_message
 from trainer.catalog import requires_problems, solution_path, wrong_variant_path
 from trainer.checking.report import CheckReport, Verdict
 from trainer.checking.runner import CheckingService, run_check
@@ -68,6 +69,11 @@ class Validation:
     warnings: list[str] = field(default_factory=list)
     # The untouched stub's check, every stage: where it fails, and why.
     stub_report: CheckReport | None = field(default=None, repr=False)
+    # A check of it that a bug of ours stopped (trainer.bugs): then validate exits 3.
+    bug: bool = False
+    # The stub's or the solution's check could not run (the spec's reference, say): the
+    # wrong variants' errors are its knock-ons.
+    not_run: bool = False
 
     @property
     def ok(self) -> bool:
@@ -85,11 +91,10 @@ class Validation:
             for p in (self.schema, self.stub, self.solution, self.derive)
             for line in p.splitlines()
         ]
-        spec_broken = any(p.startswith(COULD_NOT_RUN) for p in (self.stub, self.solution))
         found += [
             v.describe()
             for v in self.variants
-            if not v.ok and not (spec_broken and v.failed_at == "error")
+            if not v.ok and not (self.not_run and v.failed_at == "error")
         ]
         return list(dict.fromkeys(found))
 
@@ -314,14 +319,18 @@ def validate(
             for index, (result, kind, exercise, _, variant) in enumerate(checks):
                 try:
                     report = futures[index].result()
+                    if report.bug is not None:  # no verdict on the spec's files: ours
+                        result.bug = True
+                        bug = report.bug
+                        raise TrainerError(bug_message(bug.where, bug.path, bug.error))
                 except TrainerError as error:
                     message = f"{COULD_NOT_RUN}{error.message}"
                     if kind == "variant" and variant is not None:
                         result.variants.append(VariantResult(variant, "error", None))
                     elif kind == "stub":
-                        result.stub = message
+                        result.stub, result.not_run = message, True
                     else:
-                        result.solution = message
+                        result.solution, result.not_run = message, True
                     continue
                 stage, mistake, message = _first_failure(report)
                 if kind == "stub":

@@ -21,7 +21,8 @@ document with a status, a maximum and one test per stage. Its points are exactly
 weights of the stages it passed; a stage skipped where a skip still passes (CUDA on a
 runner without a GPU) is left out of the maximum, and out of the tests; a stage that
 did not run scores 0 and stays in the maximum. A check that could not run at all
-(no scratch file, no report) is an ``error`` worth 0, never a pass.
+(no scratch file, no report) is an ``error`` worth 0, never a pass; so is one that a
+bug of the checker's stopped, in the bug's own words (not the student's mistake).
 
 No torch here: ``trainer classroom result`` runs in the workflow after the check, and
 reads its JSON.
@@ -39,8 +40,9 @@ from typing import Any
 
 import yaml
 
+from trainer.bugs import bug_message
 from trainer.catalog import catalog_root
-from trainer.checking.report import CheckReport, StageResult, Verdict
+from trainer.checking.report import CheckerBug, CheckReport, StageResult, Verdict
 from trainer.errors import TrainerError
 from trainer.files import write_atomically
 from trainer.flags import Flag, not_run, placement_flags
@@ -334,6 +336,7 @@ def read_report(path: Path, exercise_id: str) -> CheckReport:
             seed=int(data.get("seed", 0)),
             stages=[StageResult.from_dict(stage) for stage in stages],
             seconds=float(data.get("seconds", 0.0) or 0.0),
+            bug=CheckerBug.from_dict(data.get("bug")),
         )
     except (TypeError, ValueError) as error:
         raise NoReport(f"{not_a_report} ({error})") from None
@@ -354,9 +357,12 @@ def classroom_result(
     that is a symlink or outside the repository (its ``flags``), every stage fails
     with 0 points and the status is ``error``."""
     refusal = not_run(flags)
-    if report is None or refusal:
+    bug = report.bug if report is not None else None
+    if report is None or refusal or bug is not None:
         why = "; ".join(flag.words() for flag in flags) if refusal else problem
         what = "not graded" if refusal else "the check could not run"
+        if bug is not None and not refusal:
+            what, why = "the check did not finish", bug_message(bug.where, bug.path, bug.error)
         grades = stage_grades(exercise, None)
         tests = [
             _test(exercise, grade, "error", f"{exercise.id}: {what}: {why}") for grade in grades

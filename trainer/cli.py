@@ -8,7 +8,9 @@ fast; `--help` and shell completion load them all. The table below says which
 module holds which command, in the order `trainer --help` lists them.
 
 Expected failures (:class:`~trainer.errors.TrainerError`) are caught here, once,
-and printed as one line on stderr with their exit code.
+and printed as one line on stderr with their exit code. Anything else that
+escapes a command is a bug of ours (:mod:`trainer.bugs`): its traceback goes to
+a file, whose path is printed with the words, and the exit code is 3.
 
 No `from __future__ import annotations` in the CLI modules: typer would then
 evaluate every annotation string of every command at each start.
@@ -17,7 +19,8 @@ evaluate every annotation string of every command at each start.
 import difflib
 import functools
 import importlib
-from typing import Annotated, Any
+import traceback
+from typing import Annotated, Any, NoReturn
 
 import click
 import typer
@@ -25,6 +28,7 @@ from typer.core import TyperGroup
 
 import trainer
 from trainer import console
+from trainer.bugs import CheckerBugError, last_line, write_bug_report
 from trainer.commands.common import (
     ExercisesDirOption,
     SharedOptions,
@@ -105,6 +109,19 @@ class LazyGroup(TyperGroup):
         except KeyboardInterrupt:
             console.error("interrupted.")
             raise typer.Exit(ExitCode.INTERRUPTED) from None
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort):
+            raise  # click's own: usage errors, exits, aborted prompts
+        except CheckerBugError as bug:  # the checking server's, as it sent it
+            _bug(bug.where, bug.traceback)
+        except Exception:  # a bug of ours in the command itself
+            _bug(f"`trainer {ctx.invoked_subcommand}`", traceback.format_exc())
+
+
+def _bug(where: str, text: str) -> NoReturn:
+    """Keep the traceback for a bug report, say so in a bug's words, exit 3."""
+    path = write_bug_report(where, text)
+    console.checker_bug(where, path, last_line(text))
+    raise typer.Exit(ExitCode.CHECKER_BUG) from None
 
 
 app = typer.Typer(

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainer.bugs import BUG_WORDS, bug_message
 from trainer.spec import Exercise, QuizQuestion, SharedQuiz, reflow
 from trainer.state import Progress, State
 
@@ -136,6 +137,14 @@ def is_interactive() -> bool:
 def error(message: str) -> None:
     # On a terminal, wrapped on words at its width; piped, one line, to grep and copy.
     err.print(_text("error: ", style="bold red") + _text(message), soft_wrap=not err.is_terminal)
+
+
+def checker_bug(where: str, path: Path | str | None, error: str = "") -> None:
+    """A bug of ours, on stderr: its words, where it happened, and its traceback's file."""
+    err.print(
+        _text("✘ ", style="bold magenta") + _text(bug_message(where, path, error)),
+        soft_wrap=not err.is_terminal,
+    )
 
 
 def notice(message: str) -> None:
@@ -299,6 +308,12 @@ def check_summary(
     watching: bool = False,
 ) -> None:
     """The one line that ends a check's report: the verdict and what to do next."""
+    if report.bug is not None:  # no verdict: the check did not finish
+        bug = report.bug
+        out.print(
+            _text("✘ ", style="bold magenta") + _text(bug_message(bug.where, bug.path, bug.error))
+        )
+        return
     sentence = report.verdict_sentence()
     mark, style = ("✔ ", "bold green") if sentence.passed else ("✘ ", "bold red")
     line = _text().append(mark + sentence.head, style=style).append(sentence.rest + ".")
@@ -420,7 +435,7 @@ def _failures(report: CheckReport) -> None:
     hidden = 0
     first = report.first_failure
     for stage in report.stages:
-        if stage.verdict.value != "fail" or stage.message.startswith("same error as "):
+        if stage.verdict.value != "fail" or stage.same_as:  # said by an earlier stage
             continue
         body = _text(stage.message)
         if stage is first:
@@ -1193,7 +1208,12 @@ def grade_table(book: Gradebook, written: Sequence[Path] = ()) -> None:
     table.add_column("Score", justify="right", no_wrap=True)
     table.add_column("Stages", no_wrap=True)
     table.add_column("First failure", ratio=1)
-    styles = {"pass": "bold green", "fail": "bold red", "error": "bold yellow"}
+    styles = {
+        "pass": "bold green",
+        "fail": "bold red",
+        "error": "bold yellow",
+        "bug": "bold magenta",
+    }
     marks = {"pass": ("✔", "green"), "fail": ("✘", "red"), "skip": ("–", "dim")}
     for item in book.grades:
         stages = _text("")
@@ -1201,6 +1221,8 @@ def grade_table(book: Gradebook, written: Sequence[Path] = ()) -> None:
             mark, style = marks.get(stage.verdict, ("?", ""))
             stages.append(mark, style=style)
         failure = f"{_stage_title(item.stage)}: {item.message}" if item.stage else item.message
+        if item.verdict == "bug":  # said in full below the table: its path must not be cut
+            failure = f"{BUG_WORDS} (below)"
         name = _text(_as_given(item.submission))
         if item.flags:
             name.append(" ⚑", style="bold yellow")
@@ -1216,6 +1238,11 @@ def grade_table(book: Gradebook, written: Sequence[Path] = ()) -> None:
         titles = ", ".join(s.title for s in book.grades[0].stages)
         out.print(_text(f"Stages, in order: {titles}.", style="dim"))
     for item in book.grades:
+        if item.verdict == "bug":
+            out.print(
+                _text("✘ ", style="bold magenta")
+                + _text(f"{_as_given(item.submission)}: {item.message}")
+            )
         for flag in item.flags:
             out.print(
                 _text("⚑ ", style="bold yellow")

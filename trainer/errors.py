@@ -3,7 +3,7 @@
 A learner's wrong code is a *verdict* (exit 1), never an exception here. These
 types are for problems a user can fix: an unknown exercise, a missing file, a
 broken spec. The CLI catches ``TrainerError`` once and prints its message
-without a traceback.
+without a traceback. A bug of ours is neither (:mod:`trainer.bugs`, exit 3).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ class ExitCode(IntEnum):
     OK = 0
     CHECKS_FAILED = 1
     USAGE = 2
+    CHECKER_BUG = 3  # a bug of ours (trainer.bugs): never the learner's mistake
     INTERRUPTED = 130
 
     @classmethod

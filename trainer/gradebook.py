@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from trainer.bugs import bug_message
 from trainer.checking.report import CheckReport, Verdict
 from trainer.errors import TrainerError
 from trainer.flags import Flag
@@ -47,7 +48,9 @@ class StageGrade:
 class Grade:
     submission: str
     index: int  # its place among all the class's submissions (orders a merged gradebook)
-    verdict: str  # "pass", "fail", or "error" (the check itself could not run)
+    # "pass", "fail", "error" (the check itself could not run) or "bug" (a bug of the
+    # checker's stopped it: not the student's doing; grade it again once fixed)
+    verdict: str
     score: int
     max_score: int
     sha256: str = ""
@@ -83,17 +86,23 @@ def stage_grades(exercise: Exercise, report: CheckReport | None) -> list[StageGr
 
 
 def grade_of(exercise: Exercise, submission: str, index: int, report: CheckReport) -> Grade:
+    """A checked submission's grade. One that a bug of ours stopped is a ``bug``: the
+    points of the stages that finished, and the bug's words instead of a failure."""
     stages = stage_grades(exercise, report)
-    failure = report.first_failure
+    failure = report.first_failure if report.bug is None else None
+    verdict = "bug" if report.bug is not None else "pass" if report.passed else "fail"
+    message = failure.message if failure else ""
+    if report.bug is not None:
+        message = bug_message(report.bug.where, report.bug.path, report.bug.error)
     return Grade(
         submission=submission,
         index=index,
-        verdict="pass" if report.passed else "fail",
+        verdict=verdict,
         score=sum(s.points for s in stages),
         max_score=sum(s.weight for s in stages if s.counted),
         sha256=report.file_sha256,
         stage=failure.id if failure else "",
-        message=failure.message if failure else "",
+        message=message,
         seconds=report.seconds,
         stages=stages,
         report=report.to_dict(),
@@ -297,8 +306,8 @@ def gradebook_junit(book: Gradebook) -> str:
             "testsuite",
             name=grade.submission,
             tests=str(len(grade.stages)),
-            failures=str(failures if grade.verdict != "error" else 0),
-            errors=str(len(grade.stages) if grade.verdict == "error" else 0),
+            failures=str(failures if grade.verdict not in ("error", "bug") else 0),
+            errors=str(len(grade.stages) if grade.verdict in ("error", "bug") else 0),
             skipped=str(skipped),
             time=f"{grade.seconds:.3f}",
         )
@@ -322,7 +331,7 @@ def gradebook_junit(book: Gradebook) -> str:
                 name=stage.title,
                 time=f"{_stage_seconds(grade, stage.id):.3f}",
             )
-            if grade.verdict == "error":
+            if grade.verdict in ("error", "bug"):
                 ElementTree.SubElement(case, "error", message=grade.message)
             elif stage.verdict == "fail":
                 failure = ElementTree.SubElement(case, "failure", message=stage.message)

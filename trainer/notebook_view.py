@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from trainer.bugs import bug_message
 from trainer.checking.report import duration
 from trainer.spec import Exercise, QuizQuestion
 from trainer.state import Progress, State
@@ -99,6 +100,9 @@ def _summary(report: Report) -> tuple[bool, str]:
     with where the check ran, and whether it is a pass."""
     sentence = report.verdict_sentence
     how = "warm checker" if report.warm else "cold start"
+    bug = report.raw.bug
+    if bug is not None:  # no verdict: a bug of ours stopped the check
+        return False, bug_message(bug.where, bug.path, bug.error)
     if sentence.passed:
         return True, f"{sentence} ({how})."
     return False, f"{sentence} ({duration(report.seconds)}, {how})."

@@ -45,4 +45,11 @@ What each holds and trusts:
 
 A cold check is a server started for one job; watch mode, grading, validation
 and the benchmarks keep one server for many. The path is the same.
+
+A bug of ours is never the learner's failure (:mod:`trainer.bugs`): a stage's
+body, the checker outside the stages and a learner-side request handler send
+their traceback as a ``bug`` frame or reply, the server as a ``bug`` header on
+its control socket, and the CLI writes it to a file and exits 3. The stages
+catch only :class:`~trainer.checking.trusted.proxy.LearnerFault`, whose
+mistake is an id, never words to read back.
 """

@@ -168,15 +168,18 @@ class LearnerError(Message):
 
     message: str = "your code failed"
     details: list[str] = field(default_factory=list)
+    mistake: str = ""  # the classic mistake's id, when the failure itself says which
+    jvp: dict[str, Any] | None = None  # what jvp returned that torch refused (count, shape)
 
 
 @dataclass
 class Reply(Message):
-    """What every reply may carry: the learner's failure, and the names of torch its
-    code replaced (put back by the learner's process before replying)."""
+    """What every reply may carry: the learner's failure, the names of torch its code
+    replaced (put back by the learner's process before replying), or a bug of ours."""
 
     error: LearnerError | None = None
     patched: list[str] = field(default_factory=list)
+    bug: str | None = None  # a bug of ours in the learner's process: its traceback
 
 
 @dataclass

@@ -88,6 +88,7 @@ class StageResult:
     # Pictures of a wrong gradient, as plain data (see trainer.checking.picture_data).
     pictures: list[dict[str, Any]] = field(default_factory=list)
     case: str = ""  # the run (case and dtype) the first failure happened in
+    same_as: str = ""  # a failure an earlier stage (this id) gave first, in the same words
 
     @property
     def title(self) -> str:
@@ -115,6 +116,7 @@ class StageResult:
             seconds=float(data.get("seconds", 0.0) or 0.0),
             diagnosis=diagnosis if isinstance(diagnosis, dict) else None,
             case=str(data.get("case", "")),
+            same_as=str(data.get("same_as", "")),
             pictures=[p for p in data.get("pictures", []) if isinstance(p, dict)]
             if isinstance(data.get("pictures"), list)
             else [],
@@ -144,6 +146,26 @@ class VerdictSentence:
 
 
 @dataclass
+class CheckerBug:
+    """A bug of ours that stopped a check (:mod:`trainer.bugs`): not a verdict on the file."""
+
+    where: str  # "the stage Backward parity", "the checker", "the checking server", ...
+    error: str  # the exception, ``Name: message``
+    path: str = ""  # the file its traceback was written to ("" when it could not be)
+
+    def to_dict(self) -> dict[str, str]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: object) -> CheckerBug | None:
+        if not isinstance(data, dict):
+            return None
+        return cls(
+            str(data.get("where", "")), str(data.get("error", "")), str(data.get("path", ""))
+        )
+
+
+@dataclass
 class CheckReport:
     exercise: str
     file: str
@@ -162,9 +184,13 @@ class CheckReport:
     protection: ProtectionLevel | None = None
     # How much of it may be read: full, summary or verdict (trainer.checking.feedback).
     feedback: str = "full"
+    # A bug of ours that stopped the check: then no verdict is given (exit 3).
+    bug: CheckerBug | None = None
 
     @property
     def passed(self) -> bool:
+        if self.bug is not None:
+            return False
         verdicts = {s.id: s.verdict for s in self.stages}
         return (
             bool(self.stages)
@@ -222,4 +248,5 @@ class CheckReport:
         data["passed"] = self.passed
         data["stages"] = [s.to_dict() for s in self.stages]
         data["protection"] = self.protection.to_dict() if self.protection else None
+        data["bug"] = self.bug.to_dict() if self.bug else None
         return data

@@ -6,7 +6,10 @@ per job, with the job pipe, the result pipe and the output pipe. A cold check
 is a service started for one job; watch mode, grading and validation keep one
 service for many. A pass needs a ``done`` frame stamped with the job's token:
 a crash, a hang, ``sys.exit`` or printed fake results all end up as failures
-of the stage that was running.
+of the stage that was running. A bug of ours (a ``bug`` frame from the checker,
+a ``bug`` header from the server, or an exception in this module) ends up as
+the report's :class:`~trainer.checking.report.CheckerBug`, never as a failing
+stage: its traceback is written to a file (:mod:`trainer.bugs`).
 """
 
 from __future__ import annotations
@@ -27,9 +30,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from traceback import format_exc
 from typing import IO, Any
 
 import trainer
+from trainer.bugs import CheckerBugError, last_line, write_bug_report
 from trainer.checking import processes, transport
 from trainer.checking.feedback import DEFAULT_FEEDBACK, with_feedback
 from trainer.checking.job import Job
@@ -41,6 +46,7 @@ from trainer.checking.limits import (
 )
 from trainer.checking.report import (
     REQUIRED_STAGES,
+    CheckerBug,
     CheckReport,
     ProtectionLevel,
     StageResult,
@@ -142,6 +148,7 @@ class CheckingService:
         self._exits: dict[int, int] = {}
         self._gone = True
         self._errors: IO[bytes] | None = None
+        self._bug: str | None = None  # the traceback of a bug of the server's, as it sent it
         self.generation = 0  # how many servers this service has started
         self._start()
 
@@ -181,10 +188,15 @@ class CheckingService:
             process.stdin.close()
         self._process, self._socket = process, ours
         self._pids, self._exits, self._ready, self._gone = [], {}, False, False
+        self._bug = None
         self.generation += 1
         threading.Thread(target=self._read, args=(ours,), daemon=True).start()
         with self._changed:
             self._changed.wait_for(lambda: self._ready or self._gone, timeout=self._ready_timeout)
+        if not self._ready and self._bug is not None:
+            bug = self._bug
+            self.close()
+            raise CheckerBugError("the checking server", bug)
         if not self._ready:
             errors.seek(0)
             tail = errors.read().decode("utf-8", "replace").strip()[-1500:]
@@ -208,6 +220,8 @@ class CheckingService:
                     return
                 if header.get("ready"):
                     self._ready = True
+                elif "bug" in header:
+                    self._bug = str(header["bug"])
                 elif "pid" in header:
                     self._pids.append(int(header["pid"]))
                 elif "exit" in header:
@@ -257,6 +271,8 @@ class CheckingService:
         if pid <= 0:
             os.close(result_read)
             os.close(output_read)
+            if self._bug is not None:  # the server stopped on a bug of its own (said first)
+                raise CheckerBugError("the checking server", self._bug)
             raise ServerStopped(f"the checking process could not start a check ({reason}).")
         return Launched(pid, result_read, output_read, generation)
 
@@ -302,6 +318,7 @@ class _Collected:
     ready: bool = False
     done: bool = False
     error: str | None = None
+    bug: tuple[str, str] | None = None  # a bug of ours in the checker: where, traceback
     output: str = ""
     notes: list[str] = field(default_factory=list)
     protection: ProtectionLevel | None = None
@@ -336,6 +353,8 @@ class _Collected:
             self.learner_pid = int(message.get("pid", 0))
         elif kind == "error":
             self.error = str(message.get("message"))
+        elif kind == "bug":
+            self.bug = str(message.get("where")), str(message.get("traceback"))
         elif kind == "stage-start":
             self.running = str(message.get("stage"))
         elif kind == "stage-end":
@@ -436,10 +455,23 @@ def run_check(
         stages = [StageResult("load", Verdict.FAIL, why)] + [StageResult(s.id, Verdict.SKIP, "skipped: the file did not load") for s in stages_for(exercise, double_backward) if s.id != "load"]  # fmt: skip
         report = _report(exercise, file, raw, seed, stages, started, "")
     else:
-        report = _check(
-            exercise, file, raw, source, started, seed, timeout, solution, double_backward,
-            service, memory_limit_mb, stop_after_failure, limits, draw_always, output_file,
-        )  # fmt: skip
+        try:
+            report = _check(
+                exercise, file, raw, source, started, seed, timeout, solution, double_backward,
+                service, memory_limit_mb, stop_after_failure, limits, draw_always, output_file,
+            )  # fmt: skip
+        except (TrainerError, OSError):  # the user's to fix: said as such
+            raise
+        except CheckerBugError as bug:  # the checking server's, before the check began
+            report = _with_bug(
+                exercise, file, raw, seed, started, _stage_ids(exercise, double_backward), {},
+                bug.where, bug.traceback,
+            )  # fmt: skip
+        except Exception:  # a bug of ours, here
+            report = _with_bug(
+                exercise, file, raw, seed, started, _stage_ids(exercise, double_backward), {},
+                "the CLI's runner", format_exc(),
+            )  # fmt: skip
     declared = {name: mistake.words for name, mistake in exercise.mistakes.items()}
     return with_feedback(report, feedback, declared)
 
@@ -543,13 +575,20 @@ def _run_job(
         if not died or last:
             break
 
+    if collected.bug is not None:
+        where, text = collected.bug
+        return _with_bug(
+            exercise, file, raw, seed, started, collected.stage_ids, collected.stages, where, text
+        )
     if collected.error:
         raise TrainerError(collected.error)
     if not collected.ready and not timed_out:
-        tail = collected.output.strip()[-1500:]
-        raise TrainerError(
-            "the checking process could not start (is torch installed in this environment?)"
-            + (f"\n{tail}" if tail else "")
+        # The checker ended before the learner's code ran, in a server that has torch:
+        # nothing of the learner's could have done it.
+        how = processes.code_words(returncode) if returncode is not None else "ended"
+        text = f"{collected.output}\nthe checker {how} before the check began"
+        return _with_bug(
+            exercise, file, raw, seed, started, collected.stage_ids, {}, "the checker", text
         )
     stages = _stages(collected, timed_out, timeout, returncode)
     report = _report(exercise, file, raw, seed, stages, started, collected.output[-OUTPUT_TAIL:])
@@ -701,6 +740,32 @@ def _stages(
         stages.append(StageResult(stage, Verdict.FAIL, message))
         stopped = True
     return stages
+
+
+def _with_bug(
+    exercise: Exercise,
+    file: Path,
+    raw: bytes,
+    seed: int,
+    started: float,
+    stage_ids: Sequence[str],
+    finished: dict[str, StageResult],
+    where: str,
+    traceback: str,
+) -> CheckReport:
+    """The report of a check that a bug of ours stopped: the stages that finished keep
+    their verdicts; the rest are skipped, none failed. The traceback goes to a file."""
+    skipped = "skipped: the checker hit a bug"
+    stages = [finished.get(s) or StageResult(s, Verdict.SKIP, skipped) for s in stage_ids]
+    about = {"exercise": exercise.id, "file": str(file), "seed": str(seed)}
+    path = write_bug_report(where, traceback, about)
+    report = _report(exercise, file, raw, seed, stages, started, "")
+    report.bug = CheckerBug(where, last_line(traceback), str(path) if path else "")
+    return report
+
+
+def _stage_ids(exercise: Exercise, double_backward: bool) -> list[str]:
+    return [stage.id for stage in stages_for(exercise, double_backward)]
 
 
 def _display(path: Path) -> str:

@@ -13,6 +13,11 @@ first steps is the point of this module:
 For each job the CLI sends one control frame with three descriptors (the job
 pipe, the result pipe, the output pipe). The server reads the job, builds or
 reuses the exercise's plan, and forks a checker for it in a session of its own.
+
+A bug of ours is never a failing check: the server sends its traceback on the
+control socket (``{"bug": ...}``) and stops; a checker's, outside the stages'
+bodies, goes on the result pipe as a ``bug`` frame (:mod:`trainer.bugs`). Only
+torch failing to import is the environment's problem: that is printed.
 """
 
 from __future__ import annotations
@@ -71,6 +76,28 @@ def main(control_fd: int) -> Callable[[], None]:
     # way cost ~0.3 s, and one full collection after it (here and in the zygote)
     # costs ~0.1 s. The collector is back on in both before any check runs.
     gc.disable()
+    try:
+        import torch  # noqa: F401
+    except BaseException:  # not a bug of ours: the CLI shows this with its advice
+        traceback.print_exc()
+        os._exit(1)
+    try:
+        return _become_server(control)
+    except Exception:  # a bug of ours, before or while serving (never in a learner process)
+        send_bug(control)
+        os._exit(1)
+
+
+def send_bug(control: socket.socket) -> None:
+    """Tell the CLI the traceback of the exception being handled: a bug of the server's."""
+    with contextlib.suppress(BaseException):
+        transport.send_with_fds(
+            control, {"bug": traceback.format_exc()[-transport.MAX_DATAGRAM // 2 :]}
+        )
+
+
+def _become_server(control: socket.socket) -> Callable[[], None]:
+    """Fork the zygote, then serve; returns only in a learner process."""
     import torch
 
     from trainer.checking.learner import serve, zygote
@@ -242,8 +269,12 @@ def _start_checker(control: socket.socket, to_zygote: socket.socket, fds: list[i
             checker.run(
                 job, result_fd=result_fd, zygote=to_zygote, plan=plan, reference_saved=saved
             )
-        except BaseException:  # a bug of ours: show it in the output, the check fails
-            traceback.print_exc()
+        except SystemExit:  # the checker's own way to end (a stage's bug, already said)
+            pass
+        except BaseException:  # a bug of ours, outside the stages' bodies: said as such
+            with contextlib.suppress(BaseException):
+                bug = {"type": "bug", "where": "the checker", "traceback": traceback.format_exc()}
+                transport.send(result_fd, {**bug, "token": job.token if job else ""})
         finally:
             with contextlib.suppress(BaseException):
                 sys.stdout.flush()

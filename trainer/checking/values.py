@@ -37,9 +37,9 @@ _DTYPES = {
 def encode(value: object, blobs: list[bytes], layout: str = "plain") -> dict[str, Any]:
     """Describe ``value`` as JSON, appending tensor bytes to ``blobs``."""
     if isinstance(value, torch.Tensor):
-        if value.device.type not in ("cpu", "cuda"):
-            # No data to send (a meta tensor, say): say what it is instead.
-            return {"t": "other", "type": f"torch.Tensor on {value.device}"}
+        unsent = _unsendable(value)
+        if unsent:  # no plain data to send (a meta or sparse tensor, say): what it is
+            return {"t": "other", "type": unsent}
         flat = value.detach().to("cpu").reshape(-1)
         # A fresh buffer with stride 1: even a one-element stride-0 tensor can be viewed as bytes.
         data = torch.empty(flat.shape, dtype=flat.dtype).copy_(flat)
@@ -62,6 +62,20 @@ def encode(value: object, blobs: list[bytes], layout: str = "plain") -> dict[str
         return {"t": type(value).__name__, "items": [encode(v, blobs, layout) for v in value]}
     kind = type(value)
     return {"t": "other", "type": f"{kind.__module__}.{kind.__qualname__}".replace("builtins.", "")}
+
+
+def _unsendable(tensor: torch.Tensor) -> str:
+    """What a tensor is when it has no plain data to send ("" when it has): one off the CPU
+    and CUDA, not strided (sparse), nested, or of a dtype the other side cannot rebuild."""
+    if tensor.device.type not in ("cpu", "cuda"):
+        return f"torch.Tensor on {tensor.device}"
+    if tensor.layout != torch.strided:
+        return f"torch.Tensor of layout {tensor.layout}"
+    if tensor.is_nested:
+        return "nested torch.Tensor"
+    if str(tensor.dtype) not in _DTYPES:
+        return f"torch.Tensor of dtype {tensor.dtype}"
+    return ""
 
 
 def decode(item: Any, blobs: list[bytes]) -> object:

@@ -2,10 +2,6 @@
 
 from __future__ import annotations
 
-# What the learner's process says of a backward (or forward) that still raises
-# the stub's NotImplementedError; the checker recognises it by these words.
-NOT_WRITTEN = " is not written yet"
-
 
 def foreign_graph(class_name: str) -> str:
     """Why an output whose graph node is not the one autograd made for the learner's

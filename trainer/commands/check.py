@@ -89,7 +89,8 @@ def check(
 ) -> None:
     """Check your backward pass: structure, forward and backward parity, gradcheck.
 
-    Exit code 0 when every stage passes, 1 when any fails.
+    Exit code 0 when every stage passes, 1 when any fails, 3 when the checker
+    hit a bug (not your mistake: the traceback's file is named).
 
     Example: trainer check sigmoid --seed 3
     """
@@ -143,7 +144,7 @@ def check(
                 run_quiz(session, exercise)
             else:
                 console.after_pass(exercise)
-    raise typer.Exit(ExitCode.of_verdict(report.passed))
+    raise typer.Exit(ExitCode.CHECKER_BUG if report.bug else ExitCode.of_verdict(report.passed))
 
 
 def _output_file(session: Session, exercise: "Exercise") -> Path:

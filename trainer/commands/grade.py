@@ -89,9 +89,11 @@ def grade(
 ) -> None:
     """Check every submission of one exercise in parallel; score it stage by stage.
 
-    A submission scores the weights of the stages it passes. Exit code 0 when
-    grading completed, whatever the verdicts; 2 when it could not (an unknown
-    exercise, no submissions, a bad --shard, an output path that cannot be written).
+    A submission scores the weights of the stages it passes; one whose check a bug
+    of the checker's stopped is a bug row (grade it again once fixed). Exit code 0
+    when grading completed, whatever the verdicts; 2 when it could not (an unknown
+    exercise, no submissions, a bad --shard, an output path that cannot be
+    written); 3 when the checking server hit a bug.
 
     Example: trainer grade linear submissions/ --csv grades.csv --junit grades.xml
     """

@@ -43,7 +43,7 @@ def validate(
     answer is the longest choice, a question nearly repeats one of another
     exercise, the last hint holds code); warnings never fail.
 
-    Exit code 1 when anything falls short.
+    Exit code 1 when anything falls short, 3 when a check hit a bug of the checker's.
 
     Example: trainer validate exercises/sigmoid.yaml
     """
@@ -96,4 +96,6 @@ def validate(
         console.print_json(json.dumps(document, indent=2))
     else:
         console.validation_table(results)
+    if any(r.bug for r in results):  # no verdict where a bug of ours stopped a check
+        raise typer.Exit(ExitCode.CHECKER_BUG)
     raise typer.Exit(ExitCode.of_verdict(all(r.ok for r in results)))

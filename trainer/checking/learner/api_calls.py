@@ -23,7 +23,7 @@ from torch.autograd.function import FunctionCtx
 
 from trainer.checking import protocol
 from trainer.checking.learner.answers import Answer
-from trainer.checking.learner.loading import explain_learner_error, own_graph
+from trainer.checking.learner.loading import learner_error, own_graph
 
 
 class _Server(Protocol):
@@ -141,8 +141,7 @@ def _loss(outputs: Sequence[Any], upstream: Sequence[Any]) -> torch.Tensor:
 
 
 def _error(server: _Server, error: BaseException, during: str) -> protocol.LearnerError:
-    message, details = explain_learner_error(error, server.path, during)
-    return protocol.LearnerError(message, details)
+    return protocol.LearnerError(**learner_error(error, server.path, during))
 
 
 _NOT_LOADED = protocol.LearnerError("the class was not loaded")
@@ -316,7 +315,9 @@ def _dual_tangents(
             ]
             found = [t.clone() if isinstance(t, torch.Tensor) else None for t in found]
     except BaseException as error:  # the learner's code may raise anything
-        return protocol.Tangents(error=_error(server, error, "jvp (dual tensors)"))
+        return protocol.Tangents(
+            error=_jvp_error(server, error, "jvp (dual tensors)", function_class, args, tangents)
+        )
     return protocol.Tangents(tangents=found)
 
 
@@ -344,8 +345,60 @@ def _func_tangents(
     try:
         found = torch.func.jvp(call, primals, directions)[1]
     except BaseException as error:  # the learner's code may raise anything
-        return protocol.Tangents(error=_error(server, error, "torch.func.jvp"))
+        return protocol.Tangents(
+            error=_jvp_error(server, error, "torch.func.jvp", function_class, args, tangents)
+        )
     return protocol.Tangents(tangents=_as_list(found))
+
+
+def _jvp_error(
+    server: _Server,
+    error: BaseException,
+    during: str,
+    function_class: type[torch.autograd.Function],
+    args: list[Any],
+    tangents: list[Any],
+) -> protocol.LearnerError:
+    """The failure of a jvp route; when what jvp returns is what torch refused (a count
+    or a shape), the mistake ``wrong_jvp`` with the numbers, told from the values."""
+    failure = _error(server, error, during)
+    refused = _jvp_refusal(function_class, args, tangents)
+    if refused is not None:
+        failure.mistake, failure.jvp = "wrong_jvp", refused
+    return failure
+
+
+def _jvp_refusal(
+    function_class: type[torch.autograd.Function], args: list[Any], tangents: list[Any]
+) -> dict[str, Any] | None:
+    """jvp called directly, as forward-mode AD calls it (on forward's context, whose
+    ``saved_tensors`` hold what forward saved for forward; zeros for a tensor input without
+    a tangent, unless forward turned that off), and what it returns held to forward's
+    outputs: ``{"returned": n, "outputs": m}`` for a count torch refuses,
+    ``{"returned_shape": ..., "output_shape": ...}`` for a shape. None when it returns
+    what torch takes, or fails itself (its own error says why)."""
+    try:
+        outputs, ctx = _recorded_forward(function_class, args)
+        ctx.saved_tensors = tuple(getattr(ctx, "saved_for_forward", None) or ())  # type: ignore[attr-defined]
+        zeros = getattr(ctx, "materialize_grads", True)
+        given = [
+            torch.zeros_like(a) if t is None and zeros and isinstance(a, torch.Tensor) else t
+            for a, t in zip(args, tangents, strict=True)
+        ]
+        with torch.no_grad():
+            returned = _as_list(function_class.jvp(ctx, *given))
+    except BaseException:  # the learner's jvp may raise anything: then its error stands
+        return None
+    if len(returned) != len(outputs):
+        return {"returned": len(returned), "outputs": len(outputs)}
+    for tangent, output in zip(returned, outputs, strict=True):
+        if (
+            isinstance(tangent, torch.Tensor)
+            and isinstance(output, torch.Tensor)
+            and tangent.shape != output.shape
+        ):
+            return {"returned_shape": list(tangent.shape), "output_shape": list(output.shape)}
+    return None
 
 
 # -- vmap ---------------------------------------------------------------------------------
@@ -405,8 +458,34 @@ def handle_vmap(server: _Server, request: protocol.Vmap) -> protocol.VmapReply:
             found = torch.autograd.grad(_loss(outputs, upstream), leaves, allow_unused=True)
             reply.grads = list(found)
     except BaseException as error:  # the learner's code may raise anything
-        return protocol.VmapReply(error=_error(server, error, "torch.func.vmap"))
+        failed = _error(server, error, "torch.func.vmap")
+        if not failed.mistake and _works_per_sample(call, tensors, in_dims, upstream):
+            failed.mistake = "not_batchable"  # right on one sample, not batched
+        return protocol.VmapReply(error=failed)
     return reply
+
+
+def _works_per_sample(
+    call: Callable[..., Any],
+    tensors: list[torch.Tensor],
+    in_dims: tuple[int | None, ...],
+    upstream: list[Any],
+) -> bool:
+    """Whether the Function runs, forward and backward through autograd, on the batch's
+    first sample without vmap: then a failure under vmap is vmap's (an op it cannot batch)."""
+    sample = [
+        (t.detach().select(d, 0) if d is not None else t.detach()).requires_grad_(t.requires_grad)
+        for t, d in zip(tensors, in_dims, strict=True)
+    ]
+    try:
+        outputs = _as_list(call(*sample))
+        leaves = [t for t in sample if t.requires_grad]
+        weights = [u[0] if isinstance(u, torch.Tensor) else u for u in upstream]
+        if leaves and weights:
+            torch.autograd.grad(_loss(outputs, weights), leaves, allow_unused=True)
+    except BaseException:  # the learner's code fails without vmap too: its error stands
+        return False
+    return True
 
 
 # -- second derivatives -------------------------------------------------------------------

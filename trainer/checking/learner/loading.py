@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from trainer.checking.learner import confine
-from trainer.checking.wording import NOT_WRITTEN, describe_exception, foreign_graph
+from trainer.checking.wording import describe_exception, foreign_graph
 
 
 @dataclass(frozen=True)
@@ -365,16 +365,32 @@ def find_function_class(
     return candidate
 
 
+def learner_error(error: BaseException, path: Path, during: str) -> dict[str, Any]:
+    """A reply's ``error`` for an exception of the learner's code: its words and the
+    lines of the learner's file, and the mistake's id when the exception itself says
+    which (the checker reads the id, never the words)."""
+    message, details = explain_learner_error(error, path, during)
+    mistake = "not_written" if _not_written(error, path) else ""
+    return {"message": message, "details": details, "mistake": mistake}
+
+
+def _not_written(error: BaseException, path: Path) -> str | None:
+    """The method that still raises the stub's NotImplementedError, if that is what this is."""
+    if not isinstance(error, NotImplementedError):
+        return None
+    return next((m for m in ("backward", "vjp", "forward") if raised_in(error, path, m)), None)
+
+
 def explain_learner_error(error: BaseException, path: Path, during: str) -> tuple[str, list[str]]:
     """Words for an exception that came out of the learner's forward or backward."""
     frames = learner_traceback(error, path)
-    for method in ("backward", "vjp", "forward"):
-        if isinstance(error, NotImplementedError) and raised_in(error, path, method):
-            return (
-                f"{method}(){NOT_WRITTEN}: it still raises NotImplementedError. "
-                f"Write it in {path.name}, then run `trainer check` again.",
-                [],
-            )
+    method = _not_written(error, path)
+    if method is not None:
+        return (
+            f"{method}() is not written yet: it still raises NotImplementedError. "
+            f"Write it in {path.name}, then run `trainer check` again.",
+            [],
+        )
     stopped = protection_words(error)
     if stopped:
         return f"{during} {stopped}", frames

@@ -19,6 +19,7 @@ import gc
 import os
 import sys
 import time
+import traceback
 import types
 import warnings
 from collections.abc import Callable
@@ -36,11 +37,12 @@ from trainer.checking.learner.guard import NamespaceGuard
 from trainer.checking.learner.loading import (
     Expected,
     LearnerProblem,
-    explain_learner_error,
     import_source,
+    learner_error,
+    learner_traceback,
 )
 from trainer.checking.learner.zygote import LearnerTask
-from trainer.checking.wording import foreign_graph
+from trainer.checking.wording import describe_exception, foreign_graph
 
 _monotonic = time.monotonic  # kept before any learner code runs
 
@@ -69,23 +71,34 @@ class _Server:
         try:
             request = protocol.decode_request(header, blobs)
         except transport.WireError as error:
-            message = f"the checker sent a request this process cannot read ({error})"
-            return protocol.Reply(error=protocol.LearnerError(message)).encode()
+            return protocol.Reply(bug=f"a request this process cannot read: {error}").encode()
         self.watch.hold()
         try:
             reply = request.handle(self)
-        except Exception as error:  # e.g. a returned value that cannot be read
-            reply = _unreadable(error)
-        reply.patched = self.guard.restore()
+        except Exception as error:  # the learner's doing, or a bug of ours: _failed tells
+            reply = self._failed(error)
+        reply.patched = sorted({*reply.patched, *self.guard.restore()})
         try:
             return reply.encode()
         except Exception as error:  # a returned value that cannot be sent back
-            return _unreadable(error).encode()
+            return self._failed(error).encode()
+
+    def _failed(self, error: Exception) -> protocol.Reply:
+        """The reply for an exception that escaped a handler. It is the learner's when it
+        was raised through a frame of the learner's file (a method of a returned object,
+        say) or while the learner's code had patched torch; otherwise it is a bug of
+        ours, and the reply carries its traceback (this process may not write files)."""
+        patched = self.guard.restore()
+        if patched or learner_traceback(error, self.path):
+            message = f"what your code returned could not be read ({describe_exception(error)})"
+            failure = protocol.LearnerError(message, learner_traceback(error, self.path))
+            return protocol.Reply(error=failure, patched=patched)
+        return protocol.Reply(bug=bug_traceback(error))
 
     # -- the handlers (protocol.LearnerSide) -----------------------------------------------
 
     def failed(self, error: BaseException, during: str) -> protocol.LearnerError:
-        return learner_error(error, self.path, during)
+        return learner_failure(error, self.path, during)
 
     def protection(self, request: protocol.Protection) -> protocol.ProtectionReply:
         return protocol.ProtectionReply(protection=self.protection_level)
@@ -119,7 +132,7 @@ class _Server:
         try:
             result = answer.apply(*api_calls.activations(args))
         except BaseException as error:  # the learner's code may raise anything
-            return protocol.ForwardReply(error=learner_error(error, self.path, "forward"))
+            return protocol.ForwardReply(error=learner_failure(error, self.path, "forward"))
         reply = protocol.ForwardReply(outputs=result)
         outputs = result if isinstance(result, tuple | list) else (result,)
         tensors = [o for o in outputs if isinstance(o, torch.Tensor)]
@@ -144,7 +157,7 @@ class _Server:
         try:
             second = _double(answer, args, _listed(request.upstream), _listed(request.vector))
         except BaseException as error:  # the learner's code may raise anything
-            return protocol.SecondReply(error=learner_error(error, self.path, "double backward"))
+            return protocol.SecondReply(error=learner_failure(error, self.path, "double backward"))
         return protocol.SecondReply(second=second)
 
     def train(self, request: protocol.Train) -> protocol.TrainReply:
@@ -188,7 +201,7 @@ class _Server:
                     own_pass,
                 )
         except BaseException as error:  # the learner's code may raise anything
-            return protocol.TrainReply(error=learner_error(error, self.path, "backward"))
+            return protocol.TrainReply(error=learner_failure(error, self.path, "backward"))
         stacked = _stacked(result)
         if stacked is not None:
             return protocol.TrainReply(stacked=stacked, calls=len(result))
@@ -213,7 +226,7 @@ class _Server:
                     node = next(o.grad_fn for o in outputs if o.grad_fn is not None)
                     answer.call_backward(node, upstream)
         except BaseException as error:  # the learner's code may raise anything
-            return protocol.ByHandReply(error=learner_error(error, self.path, "backward"))
+            return protocol.ByHandReply(error=learner_failure(error, self.path, "backward"))
         self.watch.hold()  # what these calls removed counts too
         findings = self.watch.findings
         if not findings:
@@ -242,7 +255,7 @@ class _Server:
             # also takes `vjp`, backward's alias), with grad mode off.
             result = answer.call_backward(ctx, grads)
         except BaseException as error:  # the learner's code may raise anything
-            return protocol.BackwardReply(error=learner_error(error, self.path, "backward"))
+            return protocol.BackwardReply(error=learner_failure(error, self.path, "backward"))
         modified = [
             i
             for i, (g, b) in enumerate(zip(grads, before, strict=True))
@@ -271,15 +284,23 @@ class _Server:
 NOT_LOADED = protocol.LearnerError("the class was not loaded")
 
 
-def learner_error(error: BaseException, path: Path, during: str) -> protocol.LearnerError:
-    """What the learner reads when its code raised ``error`` ``during`` a call."""
-    message, details = explain_learner_error(error, path, during)
-    return protocol.LearnerError(message, details)
+def bug_traceback(error: BaseException) -> str:
+    """A traceback of a bug of ours in this process, for the checker to keep. Our code
+    here reads as ``<string>`` (:func:`look_plain`): each frame is named by its
+    function's qualified name (``_Server.forward``) and line instead."""
+    lines = ["Traceback (most recent call last), in the learner's process:"]
+    for frame, line in traceback.walk_tb(error.__traceback__):
+        code = frame.f_code
+        name = getattr(code, "co_qualname", code.co_name)  # Python 3.11+
+        lines.append(f"  {name}, line {line} of {code.co_filename}")
+    lines += traceback.format_exception_only(error)
+    return "\n".join(line.rstrip("\n") for line in lines)
 
 
-def _unreadable(error: Exception) -> protocol.Reply:
-    message = f"what your code returned could not be read ({type(error).__name__}: {error})"
-    return protocol.Reply(error=protocol.LearnerError(message))
+def learner_failure(error: BaseException, path: Path, during: str) -> protocol.LearnerError:
+    """What the learner reads when its code raised ``error`` ``during`` a call, with the
+    mistake's id when the exception says which (the checker reads the id, never words)."""
+    return protocol.LearnerError(**learner_error(error, path, during))
 
 
 def _listed(value: object) -> list[Any]:
@@ -586,7 +607,10 @@ def run(task: LearnerTask) -> None:
                 break
             reply, reply_blobs = server.handle(request, blobs)
             _flush()  # what this call printed reaches the output before the next stage's mark
-            transport.send(task.fd, reply, reply_blobs)
+            try:
+                transport.send(task.fd, reply, reply_blobs)
+            except (TypeError, ValueError) as error:  # a reply that is not JSON: its handler's bug
+                transport.send(task.fd, *protocol.Reply(bug=bug_traceback(error)).encode())
     except BaseException:  # nothing may escape: end quietly, the checker sees it
         code = 3
     finally:

@@ -15,8 +15,8 @@ import torch
 
 from trainer.checking import protocol
 from trainer.checking.trusted.compare import compare_tensor
-from trainer.checking.trusted.proxy import LearnerFault
-from trainer.checking.trusted.stages import FAIL, PASS, Checked, StageOutcome, explain
+from trainer.checking.trusted.proxy import fault_of
+from trainer.checking.trusted.stages import FAIL, PASS, Checked, StageOutcome, fault_diagnosis
 
 _DECORATE = (
     'decorate forward with @torch.amp.custom_fwd(device_type="cpu", '
@@ -43,11 +43,10 @@ def autocast_stage(checked: Checked) -> StageOutcome:
                     f"not {want.dtype}: autocast ran its ops in low precision; {_DECORATE}"
                 )
                 return StageOutcome(FAIL, text, case=run.label)
-        if reply.error is not None:
-            message, details = explain(
-                LearnerFault(reply.error.message, reply.error.details), "torch.autocast"
-            )
-            return StageOutcome(FAIL, f"{message} ({_DECORATE}?)", details, case=run.label)
+        fault = fault_of(reply)
+        if fault is not None:
+            text = f"{fault.message} ({_DECORATE}?)"
+            return StageOutcome(FAIL, text, fault.details, fault_diagnosis(fault), case=run.label)
         for index, (got, want) in enumerate(zip(outputs, run.expected_outputs, strict=False)):
             mismatch = compare_tensor(f"output {index}", want, got, run.tolerance)
             if mismatch:

@@ -97,7 +97,8 @@ def _dims_words(checked: Checked, dims: Sequence[int | None]) -> str:
 
 def _error_failure(run: Run, fault: LearnerFault, words: str) -> Failure:
     text = f"{fault.message}, {words}"
-    kind = "not_batchable" if "vmap:" in fault.message or "Batching rule" in fault.message else ""
+    # The learner's process ran the Function on one sample after vmap failed: it works there.
+    kind = "not_batchable" if fault.mistake == "not_batchable" else ""
     return Failure(run, text, fault.details, mistake(kind, text) if kind else None)
 
 

@@ -17,8 +17,8 @@ import torch
 
 from trainer.checking import protocol
 from trainer.checking.trusted.diagnosis import named
-from trainer.checking.trusted.proxy import LearnerFault
-from trainer.checking.trusted.stages import FAIL, PASS, Checked, StageOutcome, explain
+from trainer.checking.trusted.proxy import fault_of
+from trainer.checking.trusted.stages import FAIL, PASS, Checked, StageOutcome, fault_diagnosis
 
 
 def by_hand_stage(checked: Checked) -> StageOutcome:
@@ -34,10 +34,9 @@ def by_hand_stage(checked: Checked) -> StageOutcome:
                 upstream=list(run.upstream),
             )
         )
-        if reply.error is not None:
-            fault = LearnerFault(reply.error.message, reply.error.details)
-            message, more = explain(fault, "backward")
-            return StageOutcome(FAIL, message, more)
+        fault = fault_of(reply)
+        if fault is not None:
+            return StageOutcome(FAIL, fault.message, fault.details, fault_diagnosis(fault))
         if reply.findings:
             text = reply.message or "backward lets torch derive the gradient"
             return StageOutcome(FAIL, text, reply.details, named("derived_by_torch", text))

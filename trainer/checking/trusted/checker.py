@@ -21,7 +21,7 @@ from trainer.checking import transport
 from trainer.checking.job import Job
 from trainer.checking.report import StageResult
 from trainer.spec import Exercise, exercise_from_mapping
-from trainer.vocabulary import STAGES, stages_for
+from trainer.vocabulary import STAGE_BY_ID, STAGES, stages_for
 
 
 class Channel:
@@ -80,7 +80,7 @@ def run(
     """Check one file; the caller exits the process afterwards. ``plan`` and
     ``reference_saved``, when given, were worked out for this job by the server."""
     from trainer.checking.trusted.plan import reference_saved_bytes
-    from trainer.checking.trusted.proxy import Sandbox, proxy_function
+    from trainer.checking.trusted.proxy import LearnerSideBug, Sandbox, proxy_function
     from trainer.checking.trusted.stages import (
         Checked,
         StageOutcome,
@@ -130,8 +130,11 @@ def run(
         started = time.monotonic()
         try:
             outcome = body()
-        except Exception:  # a bug of ours: say so, never blame the learner
-            channel.send(type="error", message="the checker failed:\n" + traceback.format_exc())
+        except Exception as error:  # a bug of ours: said as such, never the learner's failure
+            where = f"the stage {STAGE_BY_ID[stage].title}"
+            if isinstance(error, LearnerSideBug):
+                where = f"the learner process's handler of `{error.op}`, during {where}"
+            channel.send(type="bug", where=where, traceback=traceback.format_exc())
             sandbox.stop()
             raise SystemExit(0) from None
         result = StageResult(
@@ -143,6 +146,7 @@ def run(
             diagnosis=outcome.diagnosis,
             pictures=outcome.pictures,
             case=outcome.case,
+            same_as=outcome.same_as,
         )
         channel.send(type="stage-end", result=result.to_dict(), notes=outcome.notes)
         if stage == "load":  # host protection (issue 16): what the learner's process ran under

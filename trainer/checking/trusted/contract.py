@@ -24,7 +24,7 @@ from trainer.checking.trusted.stages import (
     Checked,
     Failure,
     StageOutcome,
-    explain,
+    fault_diagnosis,
     learner_gradients,
     summarise,
 )
@@ -44,7 +44,9 @@ def _raw_return(checked: Checked, run: Run, notes: set[str]) -> Failure | None:
         reply = sandbox.forward(run.fresh_args(), flags)
         forward_outputs(reply.outputs, exercise)
     except LearnerFault as fault:
-        return Failure(run, f"forward failed: {fault.message}", fault.details)
+        return Failure(
+            run, f"forward failed: {fault.message}", fault.details, fault_diagnosis(fault)
+        )
     handle = reply.handle
     if handle is None:
         return Failure(run, "forward's output is not connected to your backward")
@@ -53,7 +55,7 @@ def _raw_return(checked: Checked, run: Run, notes: set[str]) -> Failure | None:
         back = sandbox.backward(handle, run.upstream)
         raw = back.result
     except LearnerFault as fault:
-        return Failure(run, fault.message, fault.details)
+        return Failure(run, fault.message, fault.details, fault_diagnosis(fault))
 
     if isinstance(raw, list):
         text = "backward returned a list: return a tuple, which is what autograd accepts"
@@ -314,8 +316,7 @@ def contract_stage(checked: Checked) -> StageOutcome:
             if failure is None and run.dtype == torch.float64:
                 failure = _through_autograd(checked, run)
         except LearnerFault as fault:
-            message, details = explain(fault, "backward")
-            failure = Failure(run, message, details)
+            failure = Failure(run, fault.message, fault.details, fault_diagnosis(fault))
         if failure is not None:
             failures.append(failure)
     outcome = summarise(

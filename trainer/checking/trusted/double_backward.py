@@ -13,6 +13,7 @@ from trainer.checking.trusted.stages import (
     Checked,
     Failure,
     StageOutcome,
+    fault_diagnosis,
     learner_gradients,
     summarise,
 )
@@ -26,7 +27,7 @@ def double_backward_stage(checked: Checked) -> StageOutcome:
         try:
             failure = _double_backward_failure(checked, run)
         except LearnerFault as fault:
-            failure = Failure(run, fault.message, fault.details)
+            failure = Failure(run, fault.message, fault.details, fault_diagnosis(fault))
         if failure is not None:
             failures.append(failure)
     return summarise(

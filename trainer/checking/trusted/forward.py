@@ -6,14 +6,14 @@ import torch
 
 from trainer.checking.trusted.compare import compare_tensor
 from trainer.checking.trusted.plan import Run
-from trainer.checking.trusted.proxy import forward_outputs
+from trainer.checking.trusted.proxy import LearnerFault, forward_outputs
 from trainer.checking.trusted.stages import (
     Checked,
     Failure,
     StageOutcome,
     _lines,
     apply,
-    explain,
+    fault_diagnosis,
     mark_output,
     output_name,
     summarise,
@@ -28,9 +28,8 @@ def call_forward(
     args = run.fresh_args()
     try:
         outputs = forward_outputs(apply(function_class, args), exercise)
-    except Exception as error:  # a learner's fault, or torch rejecting its result
-        message, details = explain(error, "forward")
-        return Failure(run, message, details)
+    except LearnerFault as fault:  # the proxy's forward refuses what torch would
+        return Failure(run, fault.message, fault.details, fault_diagnosis(fault))
     return args, outputs
 
 

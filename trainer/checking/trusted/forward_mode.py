@@ -13,8 +13,6 @@ input.
 
 from __future__ import annotations
 
-import re
-
 import torch
 
 from trainer.checking import protocol
@@ -75,27 +73,21 @@ def _reference_jvp(
     return tuple(t.to(o.dtype) for t, o in zip(found, outputs, strict=True))
 
 
-_COUNT = re.compile(r"invalid number of forward gradients \(expected (\d+) but got (\d+)\)")
-_SIZE = re.compile(
-    r"Tensor is of size \[([\d, ]*)\] while the given forward gradient is of size \[([\d, ]*)\]"
-)
-
-
 def _error_failure(run: Run, error: protocol.LearnerError, saves_for_forward: bool) -> Failure:
-    """Words for an error of the learner's jvp, or of torch rejecting what it returned."""
+    """Words for an error of the learner's jvp, or of torch refusing what it returned (the
+    learner's process says which count or shape, as numbers: see ``api_calls._jvp_refusal``)."""
     message, details = error.message, error.details
-    if match := _COUNT.search(message):
+    refused = error.jvp
+    if isinstance(refused, dict) and "returned" in refused:
         text = (
-            f"jvp returned {match.group(2)} values but forward has {match.group(1)} "
-            "output(s): return one tangent per output (it is backward that returns one value "
-            "per input)"
+            f"jvp returned {int(refused['returned'])} values but forward has "
+            f"{int(refused['outputs'])} output(s): return one tangent per output (it is "
+            "backward that returns one value per input)"
         )
         return Failure(run, text, details, mistake("wrong_jvp", text))
-    if match := _SIZE.search(message):
-        wanted, returned = (
-            shape_text(tuple(int(d) for d in group.split(",") if d.strip()))
-            for group in match.groups()
-        )
+    if isinstance(refused, dict) and "returned_shape" in refused:
+        returned = shape_text(tuple(int(d) for d in refused["returned_shape"]))
+        wanted = shape_text(tuple(int(d) for d in refused["output_shape"]))
         text = (
             f"jvp returned a tangent of shape {returned} for an output of shape {wanted}: "
             "the tangent of an output has that output's shape"

@@ -36,7 +36,7 @@ from trainer.checking.trusted.stages import (
     Checked,
     Failure,
     StageOutcome,
-    explain,
+    fault_diagnosis,
     output_name,
     summarise,
 )
@@ -101,9 +101,8 @@ def mistake(kind: str, text: str, name: str = "") -> dict[str, Any]:
     return {"mistake": kind, "input": name, "text": text, "view": []}
 
 
-def fault_failure(run: Run | None, fault: LearnerFault, during: str) -> Failure:
-    message, details = explain(fault, during)
-    return Failure(run, message, details)
+def fault_failure(run: Run | None, fault: LearnerFault, during: str = "") -> Failure:
+    return Failure(run, fault.message, fault.details, fault_diagnosis(fault))
 
 
 # -- mark_dirty ------------------------------------------------------------------------------

@@ -16,13 +16,14 @@ from torch.autograd.gradcheck import GradcheckError
 
 from trainer.checking.trusted.numeric import central_differences
 from trainer.checking.trusted.plan import Run
+from trainer.checking.trusted.proxy import LearnerFault, forward_outputs
 from trainer.checking.trusted.stages import (
     Checked,
     Failure,
     StageOutcome,
     _lines,
     apply,
-    explain,
+    fault_diagnosis,
     output_name,
     summarise,
 )
@@ -45,12 +46,17 @@ def gradcheck_stage(checked: Checked) -> StageOutcome:
         )
 
         def function(
-            *tensors: torch.Tensor, args: list[object] = args, positions: list[int] = positions
+            *tensors: torch.Tensor,
+            args: list[object] = args,
+            positions: list[int] = positions,
+            run: Run = run,
         ) -> Any:
             call = list(args)
             for position, tensor in zip(positions, tensors, strict=True):
                 call[position] = tensor
-            return apply(function_class, call)
+            result = apply(function_class, call)
+            _held_to_dtypes(forward_outputs(result, exercise), run, exercise)
+            return result
 
         try:
             torch.autograd.gradcheck(
@@ -67,9 +73,8 @@ def gradcheck_stage(checked: Checked) -> StageOutcome:
                 failures.append(Failure(run, _DISAGREES))
             else:
                 failures.append(_gradcheck_failure(run, names, function, inputs, exercise))
-        except Exception as error:  # a learner's fault, or torch rejecting its result
-            message, details = explain(error, "gradcheck", exercise.param_names)
-            failures.append(Failure(run, message, details))
+        except LearnerFault as fault:  # the proxy refuses what torch would
+            failures.append(Failure(run, fault.message, fault.details, fault_diagnosis(fault)))
     return summarise(
         failures,
         len(runs),
@@ -77,6 +82,17 @@ def gradcheck_stage(checked: Checked) -> StageOutcome:
         f"(eps {tolerances.gradcheck_eps:g}, atol {tolerances.gradcheck_atol:g}, "
         f"rtol {tolerances.gradcheck_rtol:g})",
     )
+
+
+def _held_to_dtypes(outputs: tuple[torch.Tensor, ...], run: Run, exercise: Exercise) -> None:
+    """gradcheck compares in the inputs' dtype: an output of another dtype (forward parity
+    names it) is refused before gradcheck's own arithmetic trips on it."""
+    for index, (got, want) in enumerate(zip(outputs, run.expected_outputs, strict=True)):
+        if got.dtype != want.dtype:
+            raise LearnerFault(
+                f"{output_name(exercise, index)} of forward has dtype {got.dtype}, expected "
+                f"{want.dtype} (see Forward parity): gradcheck runs in the inputs' dtype"
+            )
 
 
 def _gradcheck_failure(

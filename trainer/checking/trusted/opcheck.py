@@ -12,8 +12,8 @@ from __future__ import annotations
 import torch
 
 from trainer.checking import protocol
-from trainer.checking.trusted.proxy import LearnerFault
-from trainer.checking.trusted.stages import FAIL, PASS, Checked, StageOutcome, explain
+from trainer.checking.trusted.proxy import fault_of
+from trainer.checking.trusted.stages import FAIL, PASS, Checked, StageOutcome, fault_diagnosis
 
 # opcheck's tests, with what failing one means to the learner.
 TESTS = {
@@ -39,11 +39,11 @@ def opcheck_stage(checked: Checked) -> StageOutcome:
                 tests=list(TESTS),
             )
         )
-        if reply.error is not None:
-            message, details = explain(
-                LearnerFault(reply.error.message, reply.error.details), "torch.library.opcheck"
+        fault = fault_of(reply)
+        if fault is not None:
+            return StageOutcome(
+                FAIL, fault.message, fault.details, fault_diagnosis(fault), case=run.label
             )
-            return StageOutcome(FAIL, message, details, case=run.label)
         for test, why in reply.failed.items():
             words = TESTS.get(test, f"opcheck's {test} fails")
             return StageOutcome(

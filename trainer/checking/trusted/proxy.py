@@ -22,21 +22,39 @@ import torch
 from trainer.checking import processes, protocol, transport
 from trainer.checking.protocol import R
 from trainer.checking.trusted.compare import describe_value
+from trainer.checking.trusted.returned import Input, refusal
 from trainer.checking.wording import foreign_graph
 from trainer.spec import Exercise
 
 
 class LearnerFault(Exception):
-    """The learner's code failed or answered something unusable; the message says what."""
+    """The learner's code failed or answered something unusable; the message says what.
+    ``mistake``: the classic mistake it is (an id of :data:`trainer.vocabulary.MISTAKES`),
+    told from values, never from words; ``input``: the forward parameter it is about."""
 
-    def __init__(self, message: str, details: Sequence[str] = ()) -> None:
+    def __init__(
+        self, message: str, details: Sequence[str] = (), mistake: str = "", input: str = ""
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.details = list(details)
+        self.mistake = mistake
+        self.input = input
 
 
 class LearnerProcessEnded(LearnerFault):
     """The process running the learner's code ended (a crash, ``os._exit``, a signal)."""
+
+
+class LearnerSideBug(Exception):
+    """A bug of ours in the learner process's handler of a request, not the learner's
+    code: the process says so with its traceback (``{"bug": ...}``), and the check
+    stops on it as on any bug of the checker's (:mod:`trainer.bugs`). Its words end
+    with that traceback, so that every traceback of it holds both sides."""
+
+    def __init__(self, op: str, traceback: str) -> None:
+        super().__init__(f"in the learner process's handler of `{op}`:\n{traceback.rstrip()}")
+        self.op = op
 
 
 class Sandbox:
@@ -144,6 +162,8 @@ class Sandbox:
             raise LearnerProcessEnded(f"the process running your code {self.ended}") from None
         except transport.WireError as error:
             raise self.unreadable(error, request.answer_words) from None
+        if reply.bug is not None:
+            raise LearnerSideBug(request.op, reply.bug)
         self.patched.extend(p for p in reply.patched if p not in self.patched)
         return reply  # type: ignore[return-value]
 
@@ -253,10 +273,20 @@ class Sandbox:
             self.call(protocol.Reset())
 
 
+def fault_of(reply: protocol.Reply) -> LearnerFault | None:
+    """The learner's failure a reply carries (its words, details and the mistake's id),
+    or None."""
+    error = reply.error
+    if error is None:
+        return None
+    return LearnerFault(error.message, error.details, mistake=error.mistake)
+
+
 def raise_error(reply: protocol.Reply) -> None:
     """The learner's failure a reply carries, as a :class:`LearnerFault`."""
-    if reply.error is not None:
-        raise LearnerFault(reply.error.message, reply.error.details)
+    fault = fault_of(reply)
+    if fault is not None:
+        raise fault
 
 
 def forward_outputs(result: object, exercise: Exercise) -> tuple[torch.Tensor, ...]:
@@ -301,25 +331,16 @@ def proxy_function(sandbox: Sandbox, exercise: Exercise) -> type[torch.autograd.
             raise LearnerFault(foreign_graph(exercise.class_name))
         ctx.handle = reply.handle
         ctx.advice = reply.advice
+        ctx.inputs = [Input.of(a) for a in args]  # what backward's values are held to
         return outputs[0] if exercise.outputs == 1 else outputs
 
     def backward(ctx: Any, *grads: torch.Tensor) -> object:
         result = sandbox.backward(ctx.handle, grads).result
-        if isinstance(result, list):
-            # torch's own engine rejects a list ("expected Variable or None (got list)").
-            raise LearnerFault(
-                f"backward returned a list of {len(result)} values: return a tuple "
-                "(or a single tensor when forward has one input); autograd rejects a list"
-            )
-        values = result if isinstance(result, tuple) else (result,)
-        for index, value in enumerate(values):
-            if value is not None and not isinstance(value, torch.Tensor):
-                name = f"`{names[index]}`" if index < len(names) else f"position {index}"
-                raise LearnerFault(
-                    f"backward returned {describe_value(value)} for {name}; return a tensor "
-                    "(or None for an input that needs no gradient)"
-                )
-        return tuple(values) if isinstance(result, tuple) else result
+        # What torch's engine would refuse, refused first in the learner's terms.
+        found = refusal(result, ctx.inputs, ctx.needs_input_grad, names)
+        if found is not None:
+            raise LearnerFault(found.words, mistake=found.mistake, input=found.input)
+        return result
 
     return type(
         exercise.class_name,

@@ -7,13 +7,13 @@ import torch
 from trainer.checking.trusted.compare import Mismatch, compare_tensor
 from trainer.checking.trusted.diagnosis import named
 from trainer.checking.trusted.plan import DTYPE_NAMES, Run
-from trainer.checking.trusted.proxy import forward_outputs
+from trainer.checking.trusted.proxy import LearnerFault, forward_outputs
 from trainer.checking.trusted.stages import (
     Checked,
     Failure,
     StageOutcome,
     apply,
-    explain,
+    fault_diagnosis,
     learner_gradients,
     output_name,
     summarise,
@@ -58,9 +58,8 @@ def _domain_failure(checked: Checked, run: Run) -> Failure | None:
     exercise = checked.exercise
     try:
         outputs = forward_outputs(apply(checked.function_class, run.fresh_args()), exercise)
-    except Exception as error:  # a learner's fault, or torch rejecting its result
-        message, details = explain(error, "forward")
-        return Failure(run, message, details)
+    except LearnerFault as fault:  # the proxy's forward refuses what torch would
+        return Failure(run, fault.message, fault.details, fault_diagnosis(fault))
     for index, (expected, got) in enumerate(zip(run.expected_outputs, outputs, strict=True)):
         if not bool(torch.isfinite(got).all()):
             return _not_finite(run, "forward gives", got)

@@ -12,7 +12,6 @@ import contextlib
 import functools
 import importlib
 import os
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,7 +31,7 @@ from trainer.checking.trusted.proxy import (
     Sandbox,
     forward_outputs,
 )
-from trainer.checking.wording import NOT_WRITTEN, OUTPUT_MARK, describe_exception
+from trainer.checking.wording import OUTPUT_MARK
 from trainer.spec import Exercise
 from trainer.vocabulary import Stage, stages_for
 
@@ -52,6 +51,7 @@ class StageOutcome:
     # another stage is recognised by it.
     error: str = ""
     case: str = ""  # the run the first failure happened in
+    same_as: str = ""  # the stage (id) that gave this failure first: its words are not repeated
 
     @property
     def passed(self) -> bool:
@@ -91,7 +91,7 @@ class Failure:
 
     @property
     def same_for_every_run(self) -> bool:
-        return NOT_WRITTEN in self.message.split(":")[0]
+        return (self.diagnosis or {}).get("mistake") == "not_written"
 
 
 # The job's output mark and the stage running: what the learner's code prints
@@ -144,81 +144,9 @@ def summarise(failures: list[Failure], total: int, success: str) -> StageOutcome
     )
 
 
-_COUNT = re.compile(r"returned an incorrect number of gradients \(expected (\d+), got (\d+)\)")
-_SHAPE = re.compile(
-    r"invalid gradient at index (\d+) - got \[([\d, ]*)\] but expected shape compatible with \[([\d, ]*)\]"
-)
-_NOT_TENSOR = re.compile(
-    r"gradient different than None at position (\d+), but the corresponding forward input was not a Variable"
-)
-
-
-def _autograd_words(text: str, names: tuple[str, ...]) -> tuple[str, str, str] | None:
-    """autograd's complaint about what backward returned, in the learner's terms."""
-
-    def name(index: int) -> str:
-        return f"`{names[index]}`" if index < len(names) else f"input {index}"
-
-    if match := _COUNT.search(text):
-        expected, got = int(match.group(1)), int(match.group(2))
-        listed = ", ".join(f"`{n}`" for n in names)
-        words = (
-            f"backward returned {got} value{'s' * (got != 1)} but forward is called with {expected} "
-            f"input{'s' * (expected != 1)} ({listed}): return one per input, in order, "
-            "None for non-tensors"
-        )
-        return words, "wrong_count", ""
-    if match := _SHAPE.search(text):
-        index = int(match.group(1))
-        got_shape = f"({match.group(2)}{',' if ',' not in match.group(2) else ''})"
-        want_shape = f"({match.group(3)}{',' if ',' not in match.group(3) else ''})"
-        got_dims = [d.strip() for d in match.group(2).split(",")]
-        want_dims = [d.strip() for d in match.group(3).split(",")]
-        reversed_shape = (
-            len(got_dims) >= 2
-            and got_dims[:-2] == want_dims[:-2]
-            and got_dims[-2:] == want_dims[-2:][::-1]
-            and got_dims != want_dims
-        )
-        words = (
-            f"grad for {name(index)} has shape {got_shape} but {name(index)} has shape "
-            f"{want_shape}: "
-            + ("it is transposed" if reversed_shape else "a gradient has the shape of its input")
-        )
-        input_name = names[index] if index < len(names) else ""
-        return words, "transposed" if reversed_shape else "wrong_shape", input_name
-    if match := _NOT_TENSOR.search(text):
-        index = int(match.group(1)) - 1
-        words = f"backward returned a gradient for {name(index)}, which is not a tensor: return None for it"
-        return words, "grad_for_non_tensor", names[index] if index < len(names) else ""
-    return None
-
-
-def explain(
-    error: BaseException, during: str, names: tuple[str, ...] = ()
-) -> tuple[str, list[str]]:
-    """Words for an exception that came out of a call of the learner's code."""
-    message, details, _ = explain_with_mistake(error, during, names)
-    return message, details
-
-
-def explain_with_mistake(
-    error: BaseException, during: str, names: tuple[str, ...] = ()
-) -> tuple[str, list[str], dict[str, Any] | None]:
-    """:func:`explain`, plus the classic mistake when the words name one."""
-    if isinstance(error, LearnerFault):
-        if NOT_WRITTEN in error.message.split(":")[0]:
-            diagnosis = named("not_written", error.message)
-            return error.message, error.details, diagnosis
-        return error.message, error.details, None
-    # Raised by torch here, on what the learner's method returned.
-    if during in ("backward", "gradcheck"):
-        found = _autograd_words(str(error), names)
-        if found:
-            words, mistake, input_name = found
-            return words, [], named(mistake, words, input_name)
-        return f"autograd rejected what backward returned: {describe_exception(error)}", [], None
-    return f"{during} failed: {describe_exception(error)}", [], None
+def fault_diagnosis(fault: LearnerFault) -> dict[str, Any] | None:
+    """The classic mistake a fault carries as its typed ``mistake``, as a diagnosis."""
+    return named(fault.mistake, fault.message, fault.input) if fault.mistake else None
 
 
 def apply(function_class: type[torch.autograd.Function], args: list[object]) -> object:
@@ -255,9 +183,8 @@ def learner_gradients(
             value.requires_grad_(param.name in names)
     try:
         outputs = forward_outputs(apply(function_class, args), exercise)
-    except Exception as error:  # a learner's fault, or torch rejecting its result
-        message, details = explain(error, "forward")
-        return Failure(run, message, details)
+    except LearnerFault as fault:  # the proxy's forward refuses what torch would
+        return Failure(run, fault.message, fault.details, fault_diagnosis(fault))
     for index, (expected, got) in enumerate(zip(run.expected_outputs, outputs, strict=True)):
         if got.shape != expected.shape:
             return Failure(
@@ -274,9 +201,8 @@ def learner_gradients(
             weights,
             allow_unused=True,
         )
-    except Exception as error:  # a learner's fault, or autograd rejecting its result
-        message, details, diagnosis = explain_with_mistake(error, "backward", exercise.param_names)
-        return Failure(run, message, details, diagnosis)
+    except LearnerFault as fault:  # the proxy's backward refuses what autograd would
+        return Failure(run, fault.message, fault.details, fault_diagnosis(fault))
     return dict(zip(names, grads, strict=True))
 
 
@@ -393,7 +319,7 @@ def run_stages(checked: Checked, report: Reporter) -> None:
     """
     sandbox = checked.sandbox
     blocked: str | None = None
-    said: dict[str, str] = {}  # failure message -> the stage that gave it first
+    said: dict[str, Stage] = {}  # failure message -> the stage that gave it first
     for stage in stages_for(checked.exercise, checked.double_backward):
         if blocked is None and not sandbox.alive:
             blocked = f"the process running your code {sandbox.ended}"
@@ -412,7 +338,7 @@ def run_stages(checked: Checked, report: Reporter) -> None:
 
 
 def _once(
-    said: dict[str, str], stage: Stage, sandbox: Sandbox, body: Callable[[], StageOutcome]
+    said: dict[str, Stage], stage: Stage, sandbox: Sandbox, body: Callable[[], StageOutcome]
 ) -> StageOutcome:
     outcome = _guarded(sandbox, body)
     if outcome.verdict != FAIL:
@@ -421,11 +347,12 @@ def _once(
     if key in said:
         return StageOutcome(
             FAIL,
-            f"same error as {said[key]} above",
+            f"same error as {said[key].title} above",
             diagnosis=outcome.diagnosis,
             notes=outcome.notes,
+            same_as=said[key].id,
         )
-    said[key] = stage.title
+    said[key] = stage
     return outcome
 
 

@@ -461,7 +461,7 @@ def training_calls_stage(checked: Checked) -> StageOutcome:
             failure = step(checked, run)
         except LearnerFault as fault:
             text = f"{words}, {fault.message}"
-            diagnosis = named(mistake, text)
+            diagnosis = named(fault.mistake or mistake, text, fault.input)
             failure, error = Failure(run, text, fault.details, diagnosis), fault.message
         if failure is not None:
             break
