@@ -76,14 +76,14 @@ class _Server:
         try:
             reply = request.handle(self)
         except Exception as error:  # the learner's doing, or a bug of ours: _failed tells
-            reply = self._failed(error)
+            reply = self._failed(error, request.reply)
         reply.patched = sorted({*reply.patched, *self.guard.restore()})
         try:
             return reply.encode()
         except Exception as error:  # a returned value that cannot be sent back
-            return self._failed(error).encode()
+            return self._failed(error, request.reply).encode()
 
-    def _failed(self, error: Exception) -> protocol.Reply:
+    def _failed(self, error: Exception, kind: type[protocol.Reply]) -> protocol.Reply:
         """The reply for an exception that escaped a handler. It is the learner's when it
         was raised through a frame of the learner's file (a method of a returned object,
         say) or while the learner's code had patched torch; otherwise it is a bug of
@@ -92,8 +92,8 @@ class _Server:
         if patched or learner_traceback(error, self.path):
             message = f"what your code returned could not be read ({describe_exception(error)})"
             failure = protocol.LearnerError(message, learner_traceback(error, self.path))
-            return protocol.Reply(error=failure, patched=patched)
-        return protocol.Reply(bug=bug_traceback(error))
+            return kind(error=failure, patched=patched)
+        return kind(bug=bug_traceback(error))
 
     # -- the handlers (protocol.LearnerSide) -----------------------------------------------
 

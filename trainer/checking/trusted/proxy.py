@@ -156,6 +156,9 @@ class Sandbox:
             transport.send(fd, header, blobs)
             self._wait_for_reply()
             raw, reply_blobs = transport.receive(fd)
+            if isinstance(raw, dict) and isinstance(raw.get("bug"), str):
+                # A bug of ours in the learner's process (its reply may be of any type).
+                raise LearnerSideBug(request.op, raw["bug"])
             reply = request.reply.decode(raw, reply_blobs)
         except (transport.PeerGone, BrokenPipeError, ConnectionResetError):
             self.ended = self._ended_words()
