@@ -32,6 +32,9 @@ class _ExerciseFacts(Protocol):
     function_api: Any
     form: str
 
+    @property
+    def follow_up(self) -> Any: ...  # the active follow-up (spec.FollowUp), or None
+
 
 def _always(exercise: _ExerciseFacts, double_backward: bool) -> bool:
     return True
@@ -54,6 +57,15 @@ def _uses(feature: str) -> Callable[[_ExerciseFacts, bool], bool]:
 
     def applies(exercise: _ExerciseFacts, double_backward: bool) -> bool:
         return feature in exercise.function_api
+
+    return applies
+
+
+def _follows_up(kind: str) -> Callable[[_ExerciseFacts, bool], bool]:
+    """The learner took up a follow-up of this kind (``trainer followup``): it is checked."""
+
+    def applies(exercise: _ExerciseFacts, double_backward: bool) -> bool:
+        return exercise.follow_up is not None and exercise.follow_up.check == kind
 
     return applies
 
@@ -236,6 +248,16 @@ STAGES: tuple[Stage, ...] = (
         f"{_STAGES}.by_hand:by_hand_stage",
         checks="the gradient is derived by hand: written with ordinary tensor operations, "
         "not by autograd, a graph tracer, finite differences or sympy",
+    ),
+    # The interviewer's follow-ups, after every base stage: a follow-up's wrong answer
+    # passes them all. Worth nothing in a grade; only the active follow-up's runs.
+    Stage(
+        "follow_up_saved",
+        "Follow-up: saved memory",
+        f"{_STAGES}.follow_ups:saved_stage",
+        _follows_up("saved"),
+        weight=0,
+        checks="what forward keeps for backward stays within the follow-up's budget",
     ),
 )
 

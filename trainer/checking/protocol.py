@@ -533,3 +533,72 @@ class OpCheck(Request[OpCheckReply]):
 
 def _as_list(value: object) -> list[Any]:
     return list(value) if isinstance(value, tuple | list) else []
+
+
+# -- the interviewer's follow-ups (trusted/follow_ups.py) -------------------------------------
+
+
+def _measured_call(learner: LearnerSide, args: object, requires_grad: list[bool]) -> Any:
+    """One forward call of the answer on fresh leaves: (outputs, its autograd node), or
+    the learner's failure (a LearnerError)."""
+    answer = learner.answer
+    if answer is None:
+        return LearnerError("the answer did not load")
+    leaves = [
+        a.detach().requires_grad_(True) if isinstance(a, torch.Tensor) and wanted else a
+        for a, wanted in zip(_as_list(args), requires_grad, strict=False)
+    ]
+    try:
+        result = answer.apply(*leaves)
+    except BaseException as error:  # the learner's code may raise anything
+        return learner.failed(error, "forward")
+    outputs = [o for o in (result if isinstance(result, tuple | list) else (result,))]
+    tensors = [o for o in outputs if isinstance(o, torch.Tensor)]
+    node = next((t.grad_fn for t in tensors if t.grad_fn is not None), None)
+    if node is None:
+        return LearnerError("forward's outputs are not connected to autograd's graph")
+    return leaves, tensors, node
+
+
+@dataclass
+class SavedReply(Reply):
+    elements: int = 0
+    bytes: int = 0
+    kept: list[str] = field(default_factory=list)  # each tensor: where it is kept, its shape
+
+
+@dataclass
+class Saved(Request[SavedReply]):
+    """What one forward call keeps for backward: the tensors of ctx.save_for_backward and
+    the tensors held as attributes of ctx (in a list, tuple or dict too), each once."""
+
+    op = "follow_up_saved"
+    reply = SavedReply
+    args: object = value()
+    requires_grad: list[bool] = field(default_factory=list)
+
+    def handle(self, learner: LearnerSide) -> Reply:
+        called = _measured_call(learner, self.args, self.requires_grad)
+        if isinstance(called, LearnerError):
+            return SavedReply(error=called)
+        _, _, ctx = called
+        try:
+            kept = [(f"saved tensor {i + 1}", t) for i, t in enumerate(ctx.saved_tensors)]
+        except RuntimeError:  # nothing saved, or freed
+            kept = []
+        for name, held in sorted(vars(ctx).items()) if hasattr(ctx, "__dict__") else []:
+            inner = held.values() if isinstance(held, dict) else held
+            items = list(inner) if isinstance(inner, list | tuple) else [held]
+            kept += [(f"ctx.{name}", t) for t in items if isinstance(t, torch.Tensor)]
+        reply, seen = SavedReply(), set()
+        for where, tensor in kept:
+            if tensor is None:
+                continue
+            key = (tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride()))
+            if key in seen:
+                continue
+            seen.add(key)
+            reply.elements += tensor.numel()
+            reply.bytes += tensor.numel() * tensor.element_size()
+            reply.kept.append(f"{where} {tuple(tensor.shape)}")
+        return reply
