@@ -5,16 +5,20 @@ its follow-up, and a right one that passes it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, shared_service
+from trainer.checking.report import Verdict
+from trainer.checking.runner import run_check
 from trainer.errors import SpecError
 from trainer.spec import Exercise, exercise_from_mapping, load_exercise
 
 SIGMOID = REPO / "exercises" / "sigmoid.yaml"
+SOFTMAX = REPO / "exercises" / "softmax.yaml"
 
 
 def _with_follow_ups(path: Path, follow_ups: list[dict[str, Any]]) -> Exercise:
@@ -79,3 +83,88 @@ def test_activating_a_double_backward_or_domain_follow_up_switches_the_stages_on
 def test_no_follow_up_stage_runs_unless_a_follow_up_is_active():
     exercise = _with_follow_ups(SIGMOID, [SAVE_LESS])
     assert not [s for s in exercise.stage_weights() if s.startswith("follow_up")]
+
+
+def _stages(exercise: Exercise, file: Path) -> dict[str, tuple[Verdict, str]]:
+    report = run_check(exercise, file, service=shared_service(), catalogue_file=True)
+    return {s.id: (s.verdict, s.message) for s in report.stages}
+
+
+def _passes_the_base_check(stages: dict[str, tuple[Verdict, str]]) -> bool:
+    return all(v is not Verdict.FAIL for k, (v, _) in stages.items() if not k.startswith("follow"))
+
+
+SAVES_INPUT_AND_OUTPUT = """
+import torch
+
+class MySigmoid(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = torch.sigmoid(x)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, out = ctx.saved_tensors
+        return grad_output * out * (1 - out)
+"""
+
+
+def test_saved_memory_fails_a_backward_that_keeps_input_and_output_and_passes_the_reference(
+    write_file: Callable[[str, str], Path],
+):
+    exercise = _with_follow_ups(SIGMOID, [SAVE_LESS]).with_follow_up("save_less")
+    wrong = _stages(exercise, write_file("wrong.py", SAVES_INPUT_AND_OUTPUT))
+    assert all(v is not Verdict.FAIL for k, (v, _) in wrong.items() if k != "follow_up_saved"), (
+        wrong
+    )
+    verdict, message = wrong["follow_up_saved"]
+    assert verdict is Verdict.FAIL
+    assert "saved 2 tensors of 200,000 elements" in message, message
+    assert "budget 1 × the output = 100,000 elements" in message
+    right = _stages(exercise, REPO / "solutions" / "sigmoid.py")
+    assert right["follow_up_saved"][0] is Verdict.PASS, right
+    assert "saved 1 tensor of 100,000 elements" in right["follow_up_saved"][1]
+
+
+NO_JACOBIAN = {
+    "id": "no_jacobian",
+    "question": "How much memory does your backward allocate while it runs?",
+    "hints": ["Only the Jacobian's product with grad_output is needed."],
+    "check": "working_memory",
+    "at_most": 8.0,
+    "case": {"x": [32, 256], "dim": -1},
+}
+FAST = {
+    "id": "fast",
+    "question": "How long does your backward take on a long batch?",
+    "hints": ["One vectorised expression for every row at once."],
+    "check": "speed",
+    "at_most": 25.0,
+    "case": {"x": [2000, 50], "dim": -1},
+}
+WRONG_SOFTMAX = REPO / "solutions" / "wrong" / "softmax"
+
+
+def test_working_memory_fails_a_softmax_backward_that_builds_the_jacobian():
+    exercise = _with_follow_ups(SOFTMAX, [NO_JACOBIAN]).with_follow_up("no_jacobian")
+    wrong = _stages(exercise, WRONG_SOFTMAX / "builds_the_jacobian.py")
+    assert _passes_the_base_check(wrong), wrong
+    verdict, message = wrong["follow_up_memory"]
+    assert verdict is Verdict.FAIL
+    assert "backward's working memory is too large: backward allocates up to" in message
+    assert "× the largest input or output (32.8 kB); budget 8 ×" in message
+    right = _stages(exercise, REPO / "solutions" / "softmax.py")
+    assert right["follow_up_memory"][0] is Verdict.PASS, right["follow_up_memory"]
+
+
+def test_speed_fails_a_softmax_backward_that_loops_over_rows_in_python():
+    exercise = _with_follow_ups(SOFTMAX, [FAST]).with_follow_up("fast")
+    wrong = _stages(exercise, WRONG_SOFTMAX / "loops_over_rows.py")
+    assert _passes_the_base_check(wrong), wrong
+    verdict, message = wrong["follow_up_speed"]
+    assert verdict is Verdict.FAIL
+    assert "backward is slow: backward takes" in message and "budget 25 ×" in message
+    right = _stages(exercise, REPO / "solutions" / "softmax.py")
+    assert right["follow_up_speed"][0] is Verdict.PASS, right["follow_up_speed"]

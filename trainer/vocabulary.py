@@ -259,6 +259,23 @@ STAGES: tuple[Stage, ...] = (
         weight=0,
         checks="what forward keeps for backward stays within the follow-up's budget",
     ),
+    Stage(
+        "follow_up_memory",
+        "Follow-up: working memory",
+        f"{_STAGES}.follow_ups:working_memory_stage",
+        _follows_up("working_memory"),
+        weight=0,
+        checks="what backward allocates while it runs stays within a multiple of the "
+        "largest input or output",
+    ),
+    Stage(
+        "follow_up_speed",
+        "Follow-up: speed",
+        f"{_STAGES}.follow_ups:speed_stage",
+        _follows_up("speed"),
+        weight=0,
+        checks="backward takes at most a multiple of the reference's time",
+    ),
 )
 
 STAGE_BY_ID = {stage.id: stage for stage in STAGES}

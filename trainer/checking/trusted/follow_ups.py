@@ -11,6 +11,9 @@ outputs, so that the figures read the same at any size.
 
 from __future__ import annotations
 
+import statistics
+import time
+
 import torch
 
 from trainer.checking import protocol
@@ -89,3 +92,105 @@ def saved_stage(checked: Checked) -> StageOutcome:
             case=call.label,
         )
     return StageOutcome(PASS, f"backward keeps little: {figures}", details)
+
+
+def _upstream(call: _Call) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(SEED + 1)
+    return [
+        torch.randn(o.shape, generator=generator, dtype=torch.float64).to(o.dtype)
+        for o in call.outputs
+        if o.is_floating_point()
+    ]
+
+
+def _size(count: float) -> str:
+    """Bytes in words: 4.2 MB, 16 kB, 812 bytes."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.3g} {unit}"
+    return f"{int(count)} bytes"
+
+
+def working_memory_stage(checked: Checked) -> StageOutcome:
+    """The peak of what backward allocates, against a multiple of the largest input or
+    output: a backward that builds the Jacobian (n × n per row) is far above it."""
+    follow_up = checked.exercise.follow_up
+    assert follow_up is not None
+    call = _Call(checked, follow_up)
+    reply = checked.sandbox.call(
+        protocol.WorkingMemory(
+            args=call.args, requires_grad=call.requires_grad, upstream=_upstream(call)
+        )
+    )
+    if reply.error is not None:
+        return _learner_failed(reply.error, "backward", call.label)
+    tensors = [a for a in call.args if isinstance(a, torch.Tensor)] + list(call.outputs)
+    largest = max(t.numel() * t.element_size() for t in tensors)
+    ratio = reply.peak_bytes / largest
+    figures = (
+        f"backward allocates up to {_size(reply.peak_bytes)} at once, {ratio:.3g} × the "
+        f"largest input or output ({_size(largest)}); budget {_times(follow_up.at_most)}"
+    )
+    details = [f"measured on {call.label} (float32), every tensor backward's ops create"]
+    if ratio > follow_up.at_most:
+        return StageOutcome(
+            FAIL,
+            f"backward's working memory is too large: {figures}",
+            details,
+            case=call.label,
+        )
+    return StageOutcome(PASS, f"backward's working memory is small: {figures}", details)
+
+
+SPEED_RUNS = 7
+
+
+def _reference_seconds(checked: Checked, call: _Call, upstream: list[torch.Tensor]) -> float:
+    """The median time of autograd's backward of the reference, warm, on one thread."""
+    leaves = [
+        a.detach().clone().requires_grad_(wanted) if isinstance(a, torch.Tensor) else a
+        for a, wanted in zip(call.args, call.requires_grad, strict=True)
+    ]
+    outputs = [o for o in evaluate_reference(checked.exercise, leaves) if o.is_floating_point()]
+    inputs = [a for a in leaves if isinstance(a, torch.Tensor) and a.requires_grad]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as the learner's process, which shares one CPU
+    try:
+        seconds = []
+        for attempt in range(2 + SPEED_RUNS):
+            started = time.perf_counter()
+            torch.autograd.grad(outputs, inputs, upstream, retain_graph=True, allow_unused=True)
+            if attempt >= 2:
+                seconds.append(time.perf_counter() - started)
+    finally:
+        torch.set_num_threads(threads)
+    return statistics.median(seconds)
+
+
+def speed_stage(checked: Checked) -> StageOutcome:
+    """backward's time against the reference's, both warm medians: a teaching signal (a
+    Python loop over rows, a Jacobian), with a margin wide enough for a busy machine."""
+    follow_up = checked.exercise.follow_up
+    assert follow_up is not None
+    call = _Call(checked, follow_up)
+    upstream = _upstream(call)
+    reply = checked.sandbox.call(
+        protocol.BackwardTime(
+            args=call.args, requires_grad=call.requires_grad, upstream=upstream, repeats=SPEED_RUNS
+        )
+    )
+    if reply.error is not None:
+        return _learner_failed(reply.error, "backward", call.label)
+    if not reply.seconds:
+        return StageOutcome(FAIL, "backward was not timed", case=call.label)
+    mine = statistics.median(reply.seconds)
+    reference = max(_reference_seconds(checked, call, upstream), 1e-6)
+    ratio = mine / reference
+    figures = (
+        f"backward takes {mine * 1e3:.3g} ms, {ratio:.3g} × the reference's "
+        f"{reference * 1e3:.3g} ms; budget {_times(follow_up.at_most)}"
+    )
+    details = [f"measured on {call.label} (float32), median of {len(reply.seconds)} warm runs"]
+    if ratio > follow_up.at_most:
+        return StageOutcome(FAIL, f"backward is slow: {figures}", details, case=call.label)
+    return StageOutcome(PASS, f"backward is fast enough: {figures}", details)
