@@ -136,19 +136,11 @@ NO_JACOBIAN = {
     "at_most": 8.0,
     "case": {"x": [32, 256], "dim": -1},
 }
-FAST = {
-    "id": "fast",
-    "question": "How long does your backward take on a long batch?",
-    "hints": ["One vectorised expression for every row at once."],
-    "check": "speed",
-    "at_most": 25.0,
-    "case": {"x": [2000, 50], "dim": -1},
-}
 WRONG_SOFTMAX = REPO / "solutions" / "wrong" / "softmax"
 
 
 def test_working_memory_fails_a_softmax_backward_that_builds_the_jacobian():
-    exercise = _with_follow_ups(SOFTMAX, [NO_JACOBIAN]).with_follow_up("no_jacobian")
+    exercise = load_exercise(SOFTMAX, "exercises/softmax.yaml").with_follow_up("no_jacobian")
     wrong = _stages(exercise, WRONG_SOFTMAX / "builds_the_jacobian.py")
     assert _passes_the_base_check(wrong), wrong
     verdict, message = wrong["follow_up_memory"]
@@ -160,7 +152,7 @@ def test_working_memory_fails_a_softmax_backward_that_builds_the_jacobian():
 
 
 def test_speed_fails_a_softmax_backward_that_loops_over_rows_in_python():
-    exercise = _with_follow_ups(SOFTMAX, [FAST]).with_follow_up("fast")
+    exercise = load_exercise(SOFTMAX, "exercises/softmax.yaml").with_follow_up("fast")
     wrong = _stages(exercise, WRONG_SOFTMAX / "loops_over_rows.py")
     assert _passes_the_base_check(wrong), wrong
     verdict, message = wrong["follow_up_speed"]
@@ -168,3 +160,68 @@ def test_speed_fails_a_softmax_backward_that_loops_over_rows_in_python():
     assert "backward is slow: backward takes" in message and "budget 25 ×" in message
     right = _stages(exercise, REPO / "solutions" / "softmax.py")
     assert right["follow_up_speed"][0] is Verdict.PASS, right["follow_up_speed"]
+
+
+def test_validate_holds_a_follow_up_variant_to_failing_its_follow_up_and_the_reference_to_passing(
+    tmp_path: Path,
+):
+    import shutil
+
+    import yaml
+
+    from trainer.authoring import validate
+
+    (tmp_path / "exercises").mkdir()
+    (tmp_path / "solutions" / "wrong" / "softmax").mkdir(parents=True)
+    data = dict(yaml.safe_load(SOFTMAX.read_text(encoding="utf-8")))
+    data["follow_ups"] = [NO_JACOBIAN]
+    data["wrong_variants"] = [
+        # the right answer declared as the follow-up's wrong one: it must not hold
+        {"file": "right.py", "fails_at": "follow_up_memory", "why": "w", "follow_up": "no_jacobian"},
+        {"file": "builds_the_jacobian.py", "fails_at": "follow_up_memory", "why": "w",
+         "follow_up": "no_jacobian"},
+    ]  # fmt: skip
+    spec = tmp_path / "exercises" / "softmax.yaml"
+    spec.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    shutil.copy(REPO / "solutions" / "softmax.py", tmp_path / "solutions" / "softmax.py")
+    wrong = tmp_path / "solutions" / "wrong" / "softmax"
+    shutil.copy(REPO / "solutions" / "softmax.py", wrong / "right.py")
+    shutil.copy(WRONG_SOFTMAX / "builds_the_jacobian.py", wrong)
+    (result,) = validate([(spec, "exercises/softmax.yaml")], jobs=2, service=shared_service())
+    assert not result.solution, result.solution
+    assert result.problems == ["right.py: expected follow_up_memory, got passed"], result.problems
+
+
+def test_after_a_pass_check_names_the_follow_up_and_followup_takes_it_up_until_it_is_passed(
+    isolated_workspace: Path,
+):
+    import shutil
+
+    from tests.conftest import run_cli
+    from trainer.state import StateStore
+
+    assert run_cli("start", "softmax").exit_code == 0
+    scratch = isolated_workspace / "softmax.py"
+    shutil.copy(WRONG_SOFTMAX / "builds_the_jacobian.py", scratch)
+    first = run_cli("check", "softmax")
+    assert first.exit_code == 0, first.stdout
+    assert "The interviewer has a follow-up question (2 left): trainer followup softmax" in (
+        " ".join(first.stdout.split())
+    )
+    asked = run_cli("followup", "softmax")
+    assert "Follow-up 1 of 2: no_jacobian" in asked.stdout
+    assert "How much memory does it allocate while it runs" in " ".join(asked.stdout.split())
+    assert '"Follow-up: working memory"' in " ".join(asked.stdout.split())
+    failing = run_cli("check", "softmax")
+    assert failing.exit_code == 1
+    assert "backward's working memory is too large" in " ".join(failing.stdout.split())
+    shutil.copy(REPO / "solutions" / "softmax.py", scratch)
+    passing = run_cli("check", "softmax")
+    assert passing.exit_code == 0
+    words = " ".join(passing.stdout.split())
+    assert "Follow-up no_jacobian passed." in words
+    assert "(1 left): trainer followup softmax" in words
+    progress = StateStore(isolated_workspace).load().progress("softmax")
+    assert progress.follow_ups_passed == ["no_jacobian"]
+    listed = run_cli("followup", "softmax", "--list").stdout
+    assert "1. no_jacobian (passed)" in listed and "2. fast" in listed

@@ -41,6 +41,7 @@ COMMAND_MODULES = {
     "plot": "trainer.commands.plot",
     "hint": "trainer.commands.hint",
     "quiz": "trainer.commands.quiz",
+    "followup": "trainer.commands.followup",
     "list": "trainer.commands.list_exercises",
     "next": "trainer.commands.next_exercise",
     "plan": "trainer.commands.plan",

@@ -54,6 +54,9 @@ class Progress:
     hints_to_pass: int | None = None  # the hints seen by the first pass
     diagnoses: dict[str, int] = field(default_factory=dict)  # failed checks per diagnosis
     review: dict[str, Any] | None = None  # the spaced-review schedule (trainer.review)
+    # The interviewer's follow-ups (trainer.follow_ups): the one taken up, those passed.
+    follow_up: str | None = None
+    follow_ups_passed: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -122,6 +125,10 @@ _RECORD_FIELDS: dict[str, Callable[[object], bool]] = {
     "hints_to_pass": _is_count,
     "diagnoses": _is_counts,
     "review": _is_object,
+    "follow_up": lambda value: isinstance(value, str),
+    "follow_ups_passed": lambda value: (
+        isinstance(value, list) and all(isinstance(v, str) for v in value)
+    ),
 }
 
 

@@ -279,6 +279,21 @@ STAGES: tuple[Stage, ...] = (
 )
 
 STAGE_BY_ID = {stage.id: stage for stage in STAGES}
+
+# Each kind of follow-up (spec.FOLLOW_UP_KINDS) and the stages that grade it.
+FOLLOW_UP_STAGES = {
+    "saved": ("follow_up_saved",),
+    "working_memory": ("follow_up_memory",),
+    "speed": ("follow_up_speed",),
+    "double_backward": ("second_order", "double_backward"),
+    "domain": ("stability",),
+}
+
+
+def follow_up_stages(kind: str) -> tuple[str, ...]:
+    return FOLLOW_UP_STAGES.get(kind, ())
+
+
 STAGE_IDS = tuple(STAGE_BY_ID)
 
 
