@@ -24,6 +24,7 @@ SOFTMAX = REPO / "exercises" / "softmax.yaml"
 def _with_follow_ups(path: Path, follow_ups: list[dict[str, Any]]) -> Exercise:
     exercise = load_exercise(path, f"exercises/{path.name}")
     data = {k: v for k, v in exercise.data.items() if k != "follow_ups"}
+    data["wrong_variants"] = [v for v in data["wrong_variants"] if "follow_up" not in v]
     return exercise_from_mapping({**data, "follow_ups": follow_ups}, f"exercises/{path.name}", path)
 
 
@@ -54,7 +55,7 @@ def test_a_follow_up_without_its_budget_or_with_three_hints_is_refused():
 
 def test_a_wrong_variant_may_name_only_a_declared_follow_up():
     exercise = load_exercise(SIGMOID, "exercises/sigmoid.yaml")
-    data = dict(exercise.data)
+    data = {k: v for k, v in exercise.data.items() if k != "follow_ups"}
     data["wrong_variants"] = [
         {"file": "x.py", "fails_at": "backward", "why": "w", "follow_up": "nope"}
     ]

@@ -241,16 +241,8 @@ STAGES: tuple[Stage, ...] = (
         learner_imports=("torch.testing._internal.optests",),
         checks="the op's schema, autograd registration and fake implementation suit torch.compile",
     ),
-    # Last: it reports what the learner's process saw during every stage before it.
-    Stage(
-        "by_hand",
-        "Derived by hand",
-        f"{_STAGES}.by_hand:by_hand_stage",
-        checks="the gradient is derived by hand: written with ordinary tensor operations, "
-        "not by autograd, a graph tracer, finite differences or sympy",
-    ),
-    # The interviewer's follow-ups, after every base stage: a follow-up's wrong answer
-    # passes them all. Worth nothing in a grade; only the active follow-up's runs.
+    # The interviewer's follow-ups, after every other stage but by_hand (which sees them
+    # too): a follow-up's wrong answer passes the others. Worth nothing in a grade; only the active follow-up's runs.
     Stage(
         "follow_up_saved",
         "Follow-up: saved memory",
@@ -275,6 +267,14 @@ STAGES: tuple[Stage, ...] = (
         _follows_up("speed"),
         weight=0,
         checks="backward takes at most a multiple of the reference's time",
+    ),
+    # Last: it reports what the learner's process saw during every stage before it.
+    Stage(
+        "by_hand",
+        "Derived by hand",
+        f"{_STAGES}.by_hand:by_hand_stage",
+        checks="the gradient is derived by hand: written with ordinary tensor operations, "
+        "not by autograd, a graph tracer, finite differences or sympy",
     ),
 )
 
