@@ -88,6 +88,8 @@ CASES = {
     "start": Case(("start", "relu"), r"Next steps"),
     "next": Case(("next",), r"Next steps"),
     "hint": Case(("hint", "sigmoid"), r"Hint 1 of \d"),
+    "followup": Case(("followup", "sigmoid"), r"Follow-up 1 of \d: save_output_only.*check"),
+    "followup-list": Case(("followup", "softmax", "--list"), r"1\. no_jacobian.*2\. fast"),
     "plan": Case(("plan",), r"Today, day 1 of 14"),
     "review": Case(("review",), r"Review of sigmoid.*Next steps", prepare=_passed_long_ago),
     "stats": Case(("stats",), r"Checks per day.*Weak spots", prepare=_study_record),

@@ -266,6 +266,10 @@ def validate(
             reference = solution_path(exercise)
             if reference.is_file():
                 checks.append((result, "solution", exercise, reference, None))
+                # The reference passes every follow-up too.
+                for follow_up in exercise.follow_ups:
+                    active = exercise.with_follow_up(follow_up.id)
+                    checks.append((result, "solution", active, reference, None))
             else:
                 result.solution = f"no reference solution at {reference}"
             for declared in exercise.wrong_variants:
@@ -273,7 +277,12 @@ def validate(
                 if not file.is_file():
                     result.variants.append(VariantResult(declared, "missing file", None, file))
                     continue
-                checks.append((result, "variant", exercise, file, declared))
+                # A follow-up's wrong answer passes the base check and fails the follow-up:
+                # checked with it active, its first failure is the follow-up's stage.
+                checked = (
+                    exercise.with_follow_up(declared.follow_up) if declared.follow_up else exercise
+                )
+                checks.append((result, "variant", checked, file, declared))
 
         derived = [(result, e) for result, e in loaded if e.derive is not None]
         formulas = _derive_check([e.source for _, e in derived]) if derived else None
@@ -340,7 +349,9 @@ def validate(
                     else:
                         result.stub = _stub_points(exercise, report)
                 elif kind == "solution" and stage is not None:
-                    result.solution = f"the reference solution fails at {stage}: {message}"
+                    following = exercise.active_follow_up
+                    during = f" (follow-up {following})" if following else ""
+                    result.solution = f"the reference solution fails at {stage}{during}: {message}"
                 elif kind == "variant" and variant is not None:
                     result.variants.append(VariantResult(variant, stage, mistake))
         if formulas is not None:

@@ -46,6 +46,7 @@ COMMAND_MODULES = {
     "hint": "trainer.commands.hint",
     "quiz": "trainer.commands.quiz",
     "derive": "trainer.commands.derive",
+    "followup": "trainer.commands.followup",
     "list": "trainer.commands.list_exercises",
     "next": "trainer.commands.next_exercise",
     "plan": "trainer.commands.plan",

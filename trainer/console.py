@@ -10,13 +10,14 @@ import contextlib
 import io
 import re
 import sys
+import textwrap
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainer.bugs import BUG_WORDS, bug_message
-from trainer.spec import Exercise, QuizQuestion, SharedQuiz, reflow
+from trainer.spec import Exercise, FollowUp, QuizQuestion, SharedQuiz, reflow
 from trainer.state import Progress, State
 
 if TYPE_CHECKING:
@@ -1319,3 +1320,55 @@ def pictures(report: CheckReport, plot: bool | None) -> bool:
     )
     out.print(Text.from_ansi(text))
     return True
+
+
+# The interviewer's follow-ups (trainer.follow_ups) ------------------------------------------
+
+
+def follow_up_question(exercise: Exercise, follow_up: FollowUp, number: int) -> None:
+    """The question, its hints, and how it is checked from now on."""
+    total = len(exercise.follow_ups)
+    plain(_plain_box(f"Follow-up {number} of {total}: {follow_up.id}", follow_up.question))
+    for index, text in enumerate(follow_up.hints, start=1):
+        plain(textwrap.fill(f"Hint {index}: {text}", 79, subsequent_indent="        "))
+    plain(
+        textwrap.fill(
+            f"From now on trainer check {exercise.id} grades it too, as the stage "
+            f'"{follow_up_title(follow_up)}". Change your file, then check.',
+            79,
+        )
+    )
+
+
+def follow_up_title(follow_up: FollowUp) -> str:
+    from trainer.vocabulary import STAGE_BY_ID, follow_up_stages
+
+    return " and ".join(STAGE_BY_ID[s].title for s in follow_up_stages(follow_up.check))
+
+
+def follow_up_list(exercise: Exercise, passed: Sequence[str], active: str | None) -> None:
+    for number, follow_up in enumerate(exercise.follow_ups, start=1):
+        mark = "passed" if follow_up.id in passed else "taken up" if follow_up.id == active else ""
+        plain(f"{number}. {follow_up.id}" + (f" ({mark})" if mark else ""))
+        plain(textwrap.indent(textwrap.fill(follow_up.question, 76), "   "))
+
+
+def no_follow_up(exercise: Exercise, passed: int) -> None:
+    if not exercise.follow_ups:
+        plain(f"The interviewer has no follow-up for {exercise.id}.")
+    else:
+        plain(f"Every follow-up of {exercise.id} is passed ({passed} of {passed}).")
+
+
+def follow_up_after_check(exercise: Exercise, passed: bool, left: int) -> None:
+    """After a check: a passed follow-up, or the next question waiting."""
+    if exercise.active_follow_up is not None and passed:
+        plain(f"Follow-up {exercise.active_follow_up} passed.")
+    if passed and left:
+        plain(
+            textwrap.fill(
+                f"The interviewer has a follow-up question ({left} left): "
+                f"trainer followup {exercise.id}",
+                79,
+            )
+        )

@@ -207,6 +207,10 @@ class Session:
         from trainer.history import diagnosis_of
 
         options = options or CheckOptions()
+        if self.exists and (self.workspace.root / STATE_FILE).is_file():
+            from trainer.follow_ups import checked_exercise
+
+            exercise = checked_exercise(exercise, self.store.load().progress(exercise.id))
         report = run_check(
             exercise,
             path,
@@ -222,6 +226,10 @@ class Session:
         if report.bug is not None:  # a bug of ours is no check of the learner's
             return Checked(report, Counted())
         counted = self.record_check(exercise, report.passed, diagnosis_of(report), path)
+        if exercise.active_follow_up is not None:
+            from trainer.follow_ups import record
+
+            record(self.store, exercise, report.passed)
         return Checked(report, counted)
 
     def record_check(

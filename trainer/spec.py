@@ -135,6 +135,31 @@ class WrongVariant:
     fails_at: str
     why: str
     mistake: str | None = None  # the diagnosis the checker must name, when declared
+    # A follow-up's id: the variant passes the base check and fails at ``fails_at``
+    # once that follow-up is active.
+    follow_up: str | None = None
+
+
+# What a follow-up's constraint may be (see docs/spec-format.md, "Follow-ups").
+FOLLOW_UP_KINDS = ("saved", "working_memory", "speed", "double_backward", "domain")
+
+
+@dataclass
+class FollowUp:
+    """The interviewer's question after a pass, and what the checker holds the answer to."""
+
+    id: str
+    question: str  # in words, with no answer in it
+    hints: tuple[str, ...]
+    check: str  # one of FOLLOW_UP_KINDS
+    # saved: elements kept for backward, at most ``at_most`` times the elements of ``of``
+    # (an input's name, ``output`` or ``largest``); working_memory: the peak allocated
+    # during backward, at most ``at_most`` times the largest input or output; speed:
+    # backward's time, at most ``at_most`` times the reference's.
+    at_most: float = 0.0
+    of: str = "largest"
+    case: Case | None = None  # the call measured; by default the largest case
+    domain: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # check: domain
 
 
 @dataclass
@@ -213,6 +238,9 @@ class Exercise:
     weights: Mapping[str, int] = field(default_factory=dict)
     # The gradient as a formula, asked before the code (`trainer derive`).
     derive: Derivation | None = None
+    # The interviewer's questions after a pass, and the one the learner took up.
+    follow_ups: tuple[FollowUp, ...] = ()
+    active_follow_up: str | None = None
     source: Path = field(default=Path("<memory>"), compare=False)
     # The mapping this was validated from: what travels with a check's job, so
     # the checker uses exactly the spec the CLI validated.
@@ -221,6 +249,30 @@ class Exercise:
     @property
     def param_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.parameters)
+
+    @property
+    def follow_up(self) -> FollowUp | None:
+        """The active follow-up, which the check grades too."""
+        return next((f for f in self.follow_ups if f.id == self.active_follow_up), None)
+
+    def with_follow_up(self, follow_up_id: str | None) -> Exercise:
+        """This exercise with ``follow_up_id`` active (None: none), validated again from
+        its data, so that the checker reads the same spec: a ``double_backward`` follow-up
+        claims second derivatives, a ``domain`` one widens the domains."""
+        data = {k: v for k, v in self.data.items() if k != "active_follow_up"}
+        chosen = next((f for f in self.follow_ups if f.id == follow_up_id), None)
+        if chosen is not None:
+            data["active_follow_up"] = chosen.id
+            if chosen.check == "double_backward":
+                data["double_backward"] = True
+            for index, param in enumerate(data.get("parameters", [])):
+                if isinstance(param, dict) and param.get("name") in chosen.domain:
+                    data["parameters"] = list(data["parameters"])
+                    data["parameters"][index] = {
+                        **param,
+                        "domain": list(chosen.domain[param["name"]]),
+                    }
+        return exercise_from_mapping(data, str(self.source), self.source)
 
     def stage_weights(self) -> dict[str, int]:
         """Each stage this exercise gets, in order, with its points in a grade."""
@@ -535,14 +587,72 @@ def _tolerances(node: _Node) -> Tolerances:
 
 
 def _wrong_variant(node: _Node, declared: Sequence[str]) -> WrongVariant:
-    node.mapping(["file", "fails_at", "why"], ["mistake"])
+    node.mapping(["file", "fails_at", "why"], ["mistake", "follow_up"])
     file = node.child("file").text(re.compile(r"^[A-Za-z0-9_\-]+\.py$"), "a file name like name.py")
     return WrongVariant(
         file=file,
         fails_at=node.child("fails_at").choice(STAGE_IDS),
         why=node.child("why").text(),
         mistake=node.optional("mistake", lambda n: n.choice((*MISTAKE_IDS, *declared)), None),
+        follow_up=node.optional("follow_up", lambda n: n.text(ID_PATTERN, "a follow-up id"), None),
     )
+
+
+# The keys each kind of follow-up takes beyond id, question, hints and check.
+_FOLLOW_UP_KEYS = {
+    "saved": ("of", "case"),
+    "working_memory": ("case",),
+    "speed": ("case",),
+    "double_backward": (),
+    "domain": ("domain",),
+}
+
+
+def _follow_up(node: _Node, params: Sequence[Param]) -> FollowUp:
+    kind = node.child("check").choice(FOLLOW_UP_KINDS) if node.has("check") else "saved"
+    measured = kind in ("saved", "working_memory", "speed")
+    optional = [k for k in _FOLLOW_UP_KEYS[kind] if k != "at_most"]
+    node.mapping(["id", "question", "hints", "check", *(["at_most"] if measured else [])], optional)
+    tensors = [p.name for p in params if isinstance(p, TensorParam)]
+    hints = tuple(h.text() for h in node.child("hints").items(min_items=1))
+    if len(hints) > 2:
+        raise node.child("hints").fail("give one or two hints: the question is the lesson")
+    at_most = node.child("at_most").number(positive=True) if measured else 0.0
+    domain: dict[str, tuple[float, float]] = {}
+    if kind == "domain":
+        floats = [p for p in params if isinstance(p, TensorParam) and p.is_float]
+        node.child("domain").mapping([], [p.name for p in floats])
+        for param in floats:
+            if not node.child("domain").has(param.name):
+                continue
+            item = node.child("domain").child(param.name)
+            bounds = item.items(min_items=2)
+            if len(bounds) != 2:
+                raise item.fail("must be [lowest, highest]")
+            low, high = bounds[0].number(), bounds[1].number()
+            if not low <= param.low < param.high <= high:
+                raise item.fail(f"[{low:g}, {high:g}] must contain [low, high] of {param.name}")
+            domain[param.name] = (low, high)
+        if not domain:
+            raise node.child("domain").fail("name at least one float tensor and its domain")
+    return FollowUp(
+        id=node.child("id").text(ID_PATTERN, "an id (lower case letters, digits, _)"),
+        question=node.child("question").text(),
+        hints=hints,
+        check=kind,
+        at_most=at_most,
+        of=node.optional("of", lambda n: n.choice(("largest", "output", *tensors)), "largest"),
+        case=node.optional("case", lambda n: _case(n, params), None),
+        domain=domain,
+    )
+
+
+def _follow_ups(node: _Node, params: Sequence[Param]) -> tuple[FollowUp, ...]:
+    found = tuple(_follow_up(item, params) for item in node.items(min_items=1))
+    for index, follow_up in enumerate(found):
+        if follow_up.id in [f.id for f in found[:index]]:
+            raise node.child(index).child("id").fail(f"{follow_up.id!r} is used twice")
+    return found
 
 
 def _declared_mistake(node: _Node, params: Sequence[Param]) -> DeclaredMistake:
@@ -728,8 +838,10 @@ _FIELDS_REQUIRED = (
 _FIELDS_OPTIONAL = (
     "derivation",
     "derive",
+    "active_follow_up",
     "double_backward",
     "expected_gradient",
+    "follow_ups",
     "form",
     "function_api",
     "gradcheck",
@@ -910,6 +1022,10 @@ def exercise_from_mapping(data: object, file: str, source: Path | None = None) -
             ),
             None,
         ),
+        "follow_ups": field(
+            "follow_ups", with_params(lambda n: _follow_ups(n, params or ()), ()), ()
+        ),
+        "active_follow_up": field("active_follow_up", _Node.text, None),
     }
     if collect.problems:
         problems = list(dict.fromkeys(collect.problems))
@@ -929,6 +1045,7 @@ def exercise_from_mapping(data: object, file: str, source: Path | None = None) -
         **{**values, "cases": tuple(values["cases"])},
     )
     _check_weights(exercise, root.child("weights"))
+    _check_follow_ups(exercise, root)
     if exercise.form != "function" and exercise.function_api:
         raise SpecFieldError(
             root.child("function_api")
@@ -936,6 +1053,25 @@ def exercise_from_mapping(data: object, file: str, source: Path | None = None) -
             .message
         )
     return exercise
+
+
+def _check_follow_ups(exercise: Exercise, root: _Node) -> None:
+    """The active follow-up is one of the exercise's; a wrong variant's follow-up too."""
+    ids = [f.id for f in exercise.follow_ups]
+    if exercise.active_follow_up is not None and exercise.active_follow_up not in ids:
+        raise root.child("active_follow_up").fail(
+            f"{exercise.active_follow_up!r} is not one of follow_ups ({', '.join(ids) or 'none'})"
+        )
+    for index, variant in enumerate(exercise.wrong_variants):
+        if variant.follow_up is not None and variant.follow_up not in ids:
+            raise (
+                root.child("wrong_variants")
+                .child(index)
+                .child("follow_up")
+                .fail(
+                    f"{variant.follow_up!r} is not one of follow_ups ({', '.join(ids) or 'none'})"
+                )
+            )
 
 
 def load_exercise(path: Path, display_name: str | None = None) -> Exercise:

@@ -58,6 +58,9 @@ class Progress:
     # one of them had every formula right.
     derive_attempts: int = 0
     derive_passed: bool = False
+    # The interviewer's follow-ups (trainer.follow_ups): the one taken up, those passed.
+    follow_up: str | None = None
+    follow_ups_passed: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -132,6 +135,10 @@ _RECORD_FIELDS: dict[str, Callable[[object], bool]] = {
     "review": _is_object,
     "derive_attempts": _is_count,
     "derive_passed": _is_bool,
+    "follow_up": lambda value: isinstance(value, str),
+    "follow_ups_passed": lambda value: (
+        isinstance(value, list) and all(isinstance(v, str) for v in value)
+    ),
 }
 
 

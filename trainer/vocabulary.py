@@ -32,6 +32,9 @@ class _ExerciseFacts(Protocol):
     function_api: Any
     form: str
 
+    @property
+    def follow_up(self) -> Any: ...  # the active follow-up (spec.FollowUp), or None
+
 
 def _always(exercise: _ExerciseFacts, double_backward: bool) -> bool:
     return True
@@ -54,6 +57,15 @@ def _uses(feature: str) -> Callable[[_ExerciseFacts, bool], bool]:
 
     def applies(exercise: _ExerciseFacts, double_backward: bool) -> bool:
         return feature in exercise.function_api
+
+    return applies
+
+
+def _follows_up(kind: str) -> Callable[[_ExerciseFacts, bool], bool]:
+    """The learner took up a follow-up of this kind (``trainer followup``): it is checked."""
+
+    def applies(exercise: _ExerciseFacts, double_backward: bool) -> bool:
+        return exercise.follow_up is not None and exercise.follow_up.check == kind
 
     return applies
 
@@ -237,6 +249,33 @@ STAGES: tuple[Stage, ...] = (
         learner_imports=("torch.testing._internal.optests",),
         checks="the op's schema, autograd registration and fake implementation suit torch.compile",
     ),
+    # The interviewer's follow-ups, after every other stage but by_hand (which sees them
+    # too): a follow-up's wrong answer passes the others. Worth nothing in a grade; only the active follow-up's runs.
+    Stage(
+        "follow_up_saved",
+        "Follow-up: saved memory",
+        f"{_STAGES}.follow_ups:saved_stage",
+        _follows_up("saved"),
+        weight=0,
+        checks="what forward keeps for backward stays within the follow-up's budget",
+    ),
+    Stage(
+        "follow_up_memory",
+        "Follow-up: working memory",
+        f"{_STAGES}.follow_ups:working_memory_stage",
+        _follows_up("working_memory"),
+        weight=0,
+        checks="what backward allocates while it runs stays within a multiple of the "
+        "largest input or output",
+    ),
+    Stage(
+        "follow_up_speed",
+        "Follow-up: speed",
+        f"{_STAGES}.follow_ups:speed_stage",
+        _follows_up("speed"),
+        weight=0,
+        checks="backward takes at most a multiple of the reference's time",
+    ),
     # Last: it reports what the learner's process saw during every stage before it.
     Stage(
         "by_hand",
@@ -248,6 +287,21 @@ STAGES: tuple[Stage, ...] = (
 )
 
 STAGE_BY_ID = {stage.id: stage for stage in STAGES}
+
+# Each kind of follow-up (spec.FOLLOW_UP_KINDS) and the stages that grade it.
+FOLLOW_UP_STAGES = {
+    "saved": ("follow_up_saved",),
+    "working_memory": ("follow_up_memory",),
+    "speed": ("follow_up_speed",),
+    "double_backward": ("second_order", "double_backward"),
+    "domain": ("stability",),
+}
+
+
+def follow_up_stages(kind: str) -> tuple[str, ...]:
+    return FOLLOW_UP_STAGES.get(kind, ())
+
+
 STAGE_IDS = tuple(STAGE_BY_ID)
 
 

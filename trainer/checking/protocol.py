@@ -17,12 +17,16 @@ handler, and nothing else to register (see docs/engine.md).
 from __future__ import annotations
 
 import dataclasses
+import time
 import types
 import typing
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import torch
+import torch.utils._pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from trainer.checking import values
 from trainer.checking.transport import WireError
@@ -624,3 +628,192 @@ class Autocast(Request[AutocastReply]):
                     outputs=outputs, error=learner.failed(error, "backward under torch.autocast")
                 )
         return AutocastReply(outputs=outputs, grads=list(grads))
+
+
+# -- the interviewer's follow-ups (trusted/follow_ups.py) -------------------------------------
+
+
+def _measured_call(learner: LearnerSide, args: object, requires_grad: list[bool]) -> Any:
+    """One forward call of the answer on fresh leaves: (outputs, its autograd node), or
+    the learner's failure (a LearnerError)."""
+    answer = learner.answer
+    if answer is None:
+        return LearnerError("the answer did not load")
+    leaves = [
+        a.detach().requires_grad_(True) if isinstance(a, torch.Tensor) and wanted else a
+        for a, wanted in zip(_as_list(args), requires_grad, strict=False)
+    ]
+    try:
+        result = answer.apply(*leaves)
+    except BaseException as error:  # the learner's code may raise anything
+        return learner.failed(error, "forward")
+    outputs = [o for o in (result if isinstance(result, tuple | list) else (result,))]
+    tensors = [o for o in outputs if isinstance(o, torch.Tensor)]
+    node = next((t.grad_fn for t in tensors if t.grad_fn is not None), None)
+    if node is None:
+        return LearnerError("forward's outputs are not connected to autograd's graph")
+    return leaves, tensors, node
+
+
+@dataclass
+class SavedReply(Reply):
+    elements: int = 0
+    bytes: int = 0
+    kept: list[str] = field(default_factory=list)  # each tensor: where it is kept, its shape
+
+
+@dataclass
+class Saved(Request[SavedReply]):
+    """What one forward call keeps for backward: the tensors of ctx.save_for_backward and
+    the tensors held as attributes of ctx (in a list, tuple or dict too), each once."""
+
+    op = "follow_up_saved"
+    reply = SavedReply
+    args: object = value()
+    requires_grad: list[bool] = field(default_factory=list)
+
+    def handle(self, learner: LearnerSide) -> Reply:
+        called = _measured_call(learner, self.args, self.requires_grad)
+        if isinstance(called, LearnerError):
+            return SavedReply(error=called)
+        _, _, ctx = called
+        try:
+            kept = [(f"saved tensor {i + 1}", t) for i, t in enumerate(ctx.saved_tensors)]
+        except RuntimeError:  # nothing saved, or freed
+            kept = []
+        for name, held in sorted(vars(ctx).items()) if hasattr(ctx, "__dict__") else []:
+            inner = held.values() if isinstance(held, dict) else held
+            items = list(inner) if isinstance(inner, list | tuple) else [held]
+            kept += [(f"ctx.{name}", t) for t in items if isinstance(t, torch.Tensor)]
+        reply, seen = SavedReply(), set()
+        for where, tensor in kept:
+            if tensor is None:
+                continue
+            key = (tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride()))
+            if key in seen:
+                continue
+            seen.add(key)
+            reply.elements += tensor.numel()
+            reply.bytes += tensor.numel() * tensor.element_size()
+            reply.kept.append(f"{where} {tuple(tensor.shape)}")
+        return reply
+
+
+def _backward_call(
+    learner: LearnerSide, request: WorkingMemory | BackwardTime
+) -> tuple[Any, Any, list[Any]] | LearnerError:
+    """A forward call kept for backward: its outputs, leaves and the upstream gradients."""
+    called = _measured_call(learner, request.args, request.requires_grad)
+    if isinstance(called, LearnerError):
+        return called
+    leaves, tensors, _ = called
+    floats = [t for t in tensors if t.is_floating_point()]
+    inputs = [a for a in leaves if isinstance(a, torch.Tensor) and a.requires_grad]
+    return floats, inputs, _as_list(request.upstream)
+
+
+class _Allocations(TorchDispatchMode):  # type: ignore[no-untyped-call]
+    """The bytes that tensors made by aten ops hold, while they live, and their peak: each
+    new storage counted once (a view or an in-place result is no new memory), and
+    given back when the last tensor seen holding it dies."""
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self.live = 0
+        self.peak = 0
+        self._held: dict[int, list[int]] = {}  # storage address -> [bytes, tensors seen]
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # else torch imports torch._dynamo at the first op (over a second)
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        result = func(*args, **(kwargs or {}))
+        given = {id(a) for a in pytree.tree_leaves((args, kwargs))}
+        for tensor in pytree.tree_leaves(result):
+            if not isinstance(tensor, torch.Tensor) or id(tensor) in given:
+                continue
+            storage = tensor.untyped_storage()
+            address, size = storage.data_ptr(), storage.nbytes()
+            if not size or (tensor._is_view() and address not in self._held):
+                continue
+            if address not in self._held:
+                self._held[address] = [size, 0]
+                self.live += size
+                self.peak = max(self.peak, self.live)
+            self._held[address][1] += 1
+            weakref.finalize(tensor, self._dead, address)
+        return result
+
+    def _dead(self, address: int) -> None:
+        held = self._held.get(address)
+        if held is None:
+            return
+        held[1] -= 1
+        if held[1] <= 0:
+            self.live -= held[0]
+            del self._held[address]
+
+
+@dataclass
+class WorkingMemoryReply(Reply):
+    peak_bytes: int = 0
+
+
+@dataclass
+class WorkingMemory(Request[WorkingMemoryReply]):
+    """The peak of the memory that tensors created during one backward call hold (its
+    result included), through autograd's engine."""
+
+    op = "follow_up_working_memory"
+    reply = WorkingMemoryReply
+    args: object = value()
+    requires_grad: list[bool] = field(default_factory=list)
+    upstream: object = value()
+
+    def handle(self, learner: LearnerSide) -> Reply:
+        call = _backward_call(learner, self)
+        if isinstance(call, LearnerError):
+            return WorkingMemoryReply(error=call)
+        outputs, inputs, upstream = call
+        meter = _Allocations()
+        try:
+            with meter:
+                grads = torch.autograd.grad(outputs, inputs, upstream, allow_unused=True)
+        except BaseException as error:  # the learner's code may raise anything
+            return WorkingMemoryReply(error=learner.failed(error, "backward"))
+        del grads
+        return WorkingMemoryReply(peak_bytes=meter.peak)
+
+
+@dataclass
+class BackwardTimeReply(Reply):
+    seconds: list[float] = field(default_factory=list)
+
+
+@dataclass
+class BackwardTime(Request[BackwardTimeReply]):
+    """How long backward takes, warm: ``repeats`` timed calls on one kept graph."""
+
+    op = "follow_up_backward_time"
+    reply = BackwardTimeReply
+    args: object = value()
+    requires_grad: list[bool] = field(default_factory=list)
+    upstream: object = value()
+    repeats: int = 7
+
+    def handle(self, learner: LearnerSide) -> Reply:
+        call = _backward_call(learner, self)
+        if isinstance(call, LearnerError):
+            return BackwardTimeReply(error=call)
+        outputs, inputs, upstream = call
+        seconds: list[float] = []
+        try:
+            for attempt in range(2 + max(1, min(self.repeats, 50))):
+                started = time.perf_counter()
+                torch.autograd.grad(outputs, inputs, upstream, retain_graph=True, allow_unused=True)
+                if attempt >= 2:  # the first two warm up
+                    seconds.append(time.perf_counter() - started)
+        except BaseException as error:  # the learner's code may raise anything
+            return BackwardTimeReply(error=learner.failed(error, "backward"))
+        return BackwardTimeReply(seconds=seconds)

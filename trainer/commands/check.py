@@ -136,6 +136,8 @@ def check(
         console.check_summary(report, exercise, interview_left=counted.interview_left)
         if counted.interview_ended is not None:
             console.interview_summary(counted.interview_ended)
+        if exercise.follow_ups:
+            _follow_up_words(session, exercise, report.passed)
         if report.passed:
             after = after_check(session.store, exercise, passed=True)
             if after is not None:  # the derivation on the first pass, where it is on others
@@ -145,6 +147,19 @@ def check(
             else:
                 console.after_pass(exercise)
     raise typer.Exit(ExitCode.CHECKER_BUG if report.bug else ExitCode.of_verdict(report.passed))
+
+
+def _follow_up_words(session: Session, exercise: "Exercise", passed: bool) -> None:
+    """After a check of an exercise with follow-ups: the one passed, the next waiting."""
+    from trainer.follow_ups import checked_exercise, status
+
+    if not session.exists:
+        return
+    progress = session.store.load().progress(exercise.id)
+    where = status(exercise, progress)
+    console.follow_up_after_check(
+        checked_exercise(exercise, progress), passed, where.total - len(where.passed)
+    )
 
 
 def _output_file(session: Session, exercise: "Exercise") -> Path:

@@ -1,0 +1,228 @@
+"""The interviewer's follow-ups (issue 31): the spec, the measurements, the loop.
+
+Each measurement is proven by a wrong answer that passes the base check and fails
+its follow-up, and a right one that passes it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO, shared_service
+from trainer.checking.report import Verdict
+from trainer.checking.runner import run_check
+from trainer.errors import SpecError
+from trainer.spec import Exercise, exercise_from_mapping, load_exercise
+
+SIGMOID = REPO / "exercises" / "sigmoid.yaml"
+SOFTMAX = REPO / "exercises" / "softmax.yaml"
+
+
+def _with_follow_ups(path: Path, follow_ups: list[dict[str, Any]]) -> Exercise:
+    exercise = load_exercise(path, f"exercises/{path.name}")
+    data = {k: v for k, v in exercise.data.items() if k != "follow_ups"}
+    data["wrong_variants"] = [v for v in data["wrong_variants"] if "follow_up" not in v]
+    return exercise_from_mapping({**data, "follow_ups": follow_ups}, f"exercises/{path.name}", path)
+
+
+SAVE_LESS = {
+    "id": "save_less",
+    "question": "What does your backward keep? Could it keep less?",
+    "hints": ["σ′ can be written with σ alone."],
+    "check": "saved",
+    "at_most": 1.0,
+    "of": "output",
+}
+
+
+def test_a_follow_up_that_names_an_unknown_input_is_refused_naming_file_and_field():
+    with pytest.raises(SpecError) as error:
+        _with_follow_ups(SIGMOID, [{**SAVE_LESS, "of": "y"}])
+    assert "exercises/sigmoid.yaml: follow_ups[0].of: 'y' is not one of" in error.value.message
+
+
+def test_a_follow_up_without_its_budget_or_with_three_hints_is_refused():
+    with pytest.raises(SpecError) as error:
+        _with_follow_ups(SIGMOID, [{k: v for k, v in SAVE_LESS.items() if k != "at_most"}])
+    assert "follow_ups[0].at_most: is required but missing" in error.value.message
+    with pytest.raises(SpecError) as error:
+        _with_follow_ups(SIGMOID, [{**SAVE_LESS, "hints": ["a", "b", "c"]}])
+    assert "follow_ups[0].hints: give one or two hints" in error.value.message
+
+
+def test_a_wrong_variant_may_name_only_a_declared_follow_up():
+    exercise = load_exercise(SIGMOID, "exercises/sigmoid.yaml")
+    data = {k: v for k, v in exercise.data.items() if k != "follow_ups"}
+    data["wrong_variants"] = [
+        {"file": "x.py", "fails_at": "backward", "why": "w", "follow_up": "nope"}
+    ]
+    with pytest.raises(SpecError) as error:
+        exercise_from_mapping(data, "exercises/sigmoid.yaml", SIGMOID)
+    assert "wrong_variants[0].follow_up: 'nope' is not one of follow_ups (none)" in (
+        error.value.message
+    )
+
+
+def test_activating_a_double_backward_or_domain_follow_up_switches_the_stages_on():
+    exercise = _with_follow_ups(
+        SIGMOID,
+        [
+            {"id": "twice", "question": "q", "hints": ["h"], "check": "double_backward"},
+            {"id": "wide", "question": "q", "hints": ["h"], "check": "domain",
+             "domain": {"x": [-1.0e4, 1.0e4]}},
+        ],
+    )  # fmt: skip
+    assert "double_backward" not in exercise.stage_weights()
+    assert "double_backward" in exercise.with_follow_up("twice").stage_weights()
+    assert exercise.with_follow_up("wide").parameters[0].domain == (-1.0e4, 1.0e4)  # type: ignore[union-attr]
+    assert exercise.with_follow_up(None).follow_up is None
+
+
+def test_no_follow_up_stage_runs_unless_a_follow_up_is_active():
+    exercise = _with_follow_ups(SIGMOID, [SAVE_LESS])
+    assert not [s for s in exercise.stage_weights() if s.startswith("follow_up")]
+
+
+def _stages(exercise: Exercise, file: Path) -> dict[str, tuple[Verdict, str]]:
+    report = run_check(exercise, file, service=shared_service(), catalogue_file=True)
+    return {s.id: (s.verdict, s.message) for s in report.stages}
+
+
+def _passes_the_base_check(stages: dict[str, tuple[Verdict, str]]) -> bool:
+    return all(v is not Verdict.FAIL for k, (v, _) in stages.items() if not k.startswith("follow"))
+
+
+SAVES_INPUT_AND_OUTPUT = """
+import torch
+
+class MySigmoid(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        out = torch.sigmoid(x)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, out = ctx.saved_tensors
+        return grad_output * out * (1 - out)
+"""
+
+
+def test_saved_memory_fails_a_backward_that_keeps_input_and_output_and_passes_the_reference(
+    write_file: Callable[[str, str], Path],
+):
+    exercise = _with_follow_ups(SIGMOID, [SAVE_LESS]).with_follow_up("save_less")
+    wrong = _stages(exercise, write_file("wrong.py", SAVES_INPUT_AND_OUTPUT))
+    assert all(v is not Verdict.FAIL for k, (v, _) in wrong.items() if k != "follow_up_saved"), (
+        wrong
+    )
+    verdict, message = wrong["follow_up_saved"]
+    assert verdict is Verdict.FAIL
+    assert "saved 2 tensors of 200,000 elements" in message, message
+    assert "budget 1 × the output = 100,000 elements" in message
+    right = _stages(exercise, REPO / "solutions" / "sigmoid.py")
+    assert right["follow_up_saved"][0] is Verdict.PASS, right
+    assert "saved 1 tensor of 100,000 elements" in right["follow_up_saved"][1]
+
+
+NO_JACOBIAN = {
+    "id": "no_jacobian",
+    "question": "How much memory does your backward allocate while it runs?",
+    "hints": ["Only the Jacobian's product with grad_output is needed."],
+    "check": "working_memory",
+    "at_most": 8.0,
+    "case": {"x": [32, 256], "dim": -1},
+}
+WRONG_SOFTMAX = REPO / "solutions" / "wrong" / "softmax"
+
+
+def test_working_memory_fails_a_softmax_backward_that_builds_the_jacobian():
+    exercise = load_exercise(SOFTMAX, "exercises/softmax.yaml").with_follow_up("no_jacobian")
+    wrong = _stages(exercise, WRONG_SOFTMAX / "builds_the_jacobian.py")
+    assert _passes_the_base_check(wrong), wrong
+    verdict, message = wrong["follow_up_memory"]
+    assert verdict is Verdict.FAIL
+    assert "backward's working memory is too large: backward allocates up to" in message
+    assert "× the largest input or output (32.8 kB); budget 8 ×" in message
+    right = _stages(exercise, REPO / "solutions" / "softmax.py")
+    assert right["follow_up_memory"][0] is Verdict.PASS, right["follow_up_memory"]
+
+
+def test_speed_fails_a_softmax_backward_that_loops_over_rows_in_python():
+    exercise = load_exercise(SOFTMAX, "exercises/softmax.yaml").with_follow_up("fast")
+    wrong = _stages(exercise, WRONG_SOFTMAX / "loops_over_rows.py")
+    assert _passes_the_base_check(wrong), wrong
+    verdict, message = wrong["follow_up_speed"]
+    assert verdict is Verdict.FAIL
+    assert "backward is slow: backward takes" in message and "budget 25 ×" in message
+    right = _stages(exercise, REPO / "solutions" / "softmax.py")
+    assert right["follow_up_speed"][0] is Verdict.PASS, right["follow_up_speed"]
+
+
+def test_validate_holds_a_follow_up_variant_to_failing_its_follow_up_and_the_reference_to_passing(
+    tmp_path: Path,
+):
+    import shutil
+
+    import yaml
+
+    from trainer.authoring import validate
+
+    (tmp_path / "exercises").mkdir()
+    (tmp_path / "solutions" / "wrong" / "softmax").mkdir(parents=True)
+    data = dict(yaml.safe_load(SOFTMAX.read_text(encoding="utf-8")))
+    data["follow_ups"] = [NO_JACOBIAN]
+    data["wrong_variants"] = [
+        # the right answer declared as the follow-up's wrong one: it must not hold
+        {"file": "right.py", "fails_at": "follow_up_memory", "why": "w", "follow_up": "no_jacobian"},
+        {"file": "builds_the_jacobian.py", "fails_at": "follow_up_memory", "why": "w",
+         "follow_up": "no_jacobian"},
+    ]  # fmt: skip
+    spec = tmp_path / "exercises" / "softmax.yaml"
+    spec.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    shutil.copy(REPO / "solutions" / "softmax.py", tmp_path / "solutions" / "softmax.py")
+    wrong = tmp_path / "solutions" / "wrong" / "softmax"
+    shutil.copy(REPO / "solutions" / "softmax.py", wrong / "right.py")
+    shutil.copy(WRONG_SOFTMAX / "builds_the_jacobian.py", wrong)
+    (result,) = validate([(spec, "exercises/softmax.yaml")], jobs=2, service=shared_service())
+    assert not result.solution, result.solution
+    assert result.problems == ["right.py: expected follow_up_memory, got passed"], result.problems
+
+
+def test_after_a_pass_check_names_the_follow_up_and_followup_takes_it_up_until_it_is_passed(
+    isolated_workspace: Path,
+):
+    import shutil
+
+    from tests.conftest import run_cli
+    from trainer.state import StateStore
+
+    assert run_cli("start", "softmax").exit_code == 0
+    scratch = isolated_workspace / "softmax.py"
+    shutil.copy(WRONG_SOFTMAX / "builds_the_jacobian.py", scratch)
+    first = run_cli("check", "softmax")
+    assert first.exit_code == 0, first.stdout
+    assert "The interviewer has a follow-up question (2 left): trainer followup softmax" in (
+        " ".join(first.stdout.split())
+    )
+    asked = run_cli("followup", "softmax")
+    assert "Follow-up 1 of 2: no_jacobian" in asked.stdout
+    assert "How much memory does it allocate while it runs" in " ".join(asked.stdout.split())
+    assert '"Follow-up: working memory"' in " ".join(asked.stdout.split())
+    failing = run_cli("check", "softmax")
+    assert failing.exit_code == 1
+    assert "backward's working memory is too large" in " ".join(failing.stdout.split())
+    shutil.copy(REPO / "solutions" / "softmax.py", scratch)
+    passing = run_cli("check", "softmax")
+    assert passing.exit_code == 0
+    words = " ".join(passing.stdout.split())
+    assert "Follow-up no_jacobian passed." in words
+    assert "(1 left): trainer followup softmax" in words
+    progress = StateStore(isolated_workspace).load().progress("softmax")
+    assert progress.follow_ups_passed == ["no_jacobian"]
+    listed = run_cli("followup", "softmax", "--list").stdout
+    assert "1. no_jacobian (passed)" in listed and "2. fast" in listed
