@@ -199,7 +199,9 @@ def cap_memory_cgroup(
         (own / ("memory.max" if v2 else "memory.limit_in_bytes")).write_text(str(cap))
     except OSError:
         return None
-    return f"a memory cgroup of its own ({cap >> 20} MiB with torch's pages)"
+    # The words name what is capped, not the process's resident size at that moment: a
+    # class's gradebook says the same of every check.
+    return f"a memory cgroup of its own ({megabytes + scratch_mb} MiB beyond torch's pages)"
 
 
 def _cgroup_name(scratch: str) -> str:

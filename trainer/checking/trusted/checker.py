@@ -143,7 +143,7 @@ def run(
             message=outcome.message,
             details=outcome.details,
             seconds=round(time.monotonic() - started, 4),
-            diagnosis=outcome.diagnosis,
+            diagnosis=outcome.diagnosis.to_dict() if outcome.diagnosis else None,
             pictures=outcome.pictures,
             case=outcome.case,
             same_as=outcome.same_as,

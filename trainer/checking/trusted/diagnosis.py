@@ -276,9 +276,9 @@ def diagnose(
     return NamedMistake(mistake=mistake, input=name, text=text, view=compact_view(expected, got))
 
 
-def named(mistake: str, text: str, input_name: str = "") -> dict[str, Any]:
-    """A diagnosis in its JSON form, for a mistake a stage recognised itself."""
-    return NamedMistake(mistake=mistake, input=input_name, text=text).to_dict()
+def named(mistake: str, text: str, input_name: str = "") -> NamedMistake:
+    """A mistake a stage recognised itself."""
+    return NamedMistake(mistake=mistake, input=input_name, text=text)
 
 
 def view_lines(diagnosis: NamedMistake, value: torch.Tensor | None = None) -> list[str]:

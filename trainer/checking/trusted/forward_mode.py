@@ -168,7 +168,7 @@ def jvp_stage(checked: Checked) -> StageOutcome:
             failure = fault_failure(run, fault, "jvp")
         if failure is not None:
             failures.append(failure)
-            if failure.diagnosis and failure.diagnosis.get("mistake") == "no_jvp":
+            if failure.diagnosis and failure.diagnosis.mistake == "no_jvp":
                 break  # the same for every run
     outcome = summarise(
         failures,

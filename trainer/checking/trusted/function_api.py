@@ -30,6 +30,7 @@ import torch
 
 from trainer.checking import protocol
 from trainer.checking.trusted.compare import compare_tensor
+from trainer.checking.trusted.diagnosis import NamedMistake
 from trainer.checking.trusted.plan import Run, differentiable, evaluate_reference
 from trainer.checking.trusted.proxy import LearnerFault
 from trainer.checking.trusted.stages import (
@@ -97,8 +98,8 @@ def first_wrong_gradient(
     return None
 
 
-def mistake(kind: str, text: str, name: str = "") -> dict[str, Any]:
-    return {"mistake": kind, "input": name, "text": text, "view": []}
+def mistake(kind: str, text: str, name: str = "") -> NamedMistake:
+    return NamedMistake(mistake=kind, input=name, text=text)
 
 
 def fault_failure(run: Run | None, fault: LearnerFault, during: str = "") -> Failure:

@@ -23,7 +23,7 @@ import torch
 from trainer.checking import transport
 from trainer.checking.report import Verdict
 from trainer.checking.trusted.compare import compare_tensor, shape_text
-from trainer.checking.trusted.diagnosis import diagnose, named, view_lines
+from trainer.checking.trusted.diagnosis import NamedMistake, diagnose, named, view_lines
 from trainer.checking.trusted.plan import Plan, Run, differentiable
 from trainer.checking.trusted.proxy import (
     LearnerFault,
@@ -44,7 +44,7 @@ class StageOutcome:
     verdict: Verdict
     message: str
     details: list[str] = field(default_factory=list)
-    diagnosis: dict[str, Any] | None = None
+    diagnosis: NamedMistake | None = None
     notes: list[str] = field(default_factory=list)  # advice that does not fail the check
     pictures: list[dict[str, Any]] = field(default_factory=list)  # of a wrong gradient
     # The failure's words without the run they happened in: the same error in
@@ -85,13 +85,13 @@ class Failure:
     run: Run | None
     message: str
     details: list[str] = field(default_factory=list)
-    diagnosis: dict[str, Any] | None = None
+    diagnosis: NamedMistake | None = None
     pictures: list[dict[str, Any]] = field(default_factory=list)
     severity: float = 0.0  # how wrong (compare.Mismatch.severity): the largest is shown first
 
     @property
     def same_for_every_run(self) -> bool:
-        return (self.diagnosis or {}).get("mistake") == "not_written"
+        return self.diagnosis is not None and self.diagnosis.mistake == "not_written"
 
 
 # The job's output mark and the stage running: what the learner's code prints
@@ -144,7 +144,7 @@ def summarise(failures: list[Failure], total: int, success: str) -> StageOutcome
     )
 
 
-def fault_diagnosis(fault: LearnerFault) -> dict[str, Any] | None:
+def fault_diagnosis(fault: LearnerFault) -> NamedMistake | None:
     """The classic mistake a fault carries as its typed ``mistake``, as a diagnosis."""
     return named(fault.mistake, fault.message, fault.input) if fault.mistake else None
 
@@ -256,7 +256,7 @@ def compare_gradients(
             details.insert(0, found.text[0].upper() + found.text[1:] + ".")
         else:
             summary += f": {found.text}"
-        return Failure(run, summary, details, found.to_dict())
+        return Failure(run, summary, details, found)
     return None
 
 
@@ -264,14 +264,14 @@ def draw(
     checked: Checked,
     run: Run,
     grads: dict[str, torch.Tensor | None],
-    diagnosis: dict[str, Any] | None,
+    diagnosis: NamedMistake | None,
     only_wrong: bool = True,
 ) -> list[dict[str, Any]]:
     """Pictures of the learner's gradients against the right ones (plain data, a few kB)."""
     from trainer.checking.trusted.pictures import gradient_pictures
     from trainer.checking.trusted.plan import kink_values
 
-    mistakes = {str(diagnosis["input"]): str(diagnosis["mistake"])} if diagnosis else {}
+    mistakes = {diagnosis.input: diagnosis.mistake} if diagnosis else {}
     dense = checked.plan.picture_run
     if dense is not None:  # a curve over evenly spaced inputs reads better than random points
         dense_grads = learner_gradients(checked.function_class, dense, checked.exercise)

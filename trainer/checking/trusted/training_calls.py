@@ -16,13 +16,12 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 import torch
 
 from trainer.checking import protocol
 from trainer.checking.trusted.compare import compare_tensor
-from trainer.checking.trusted.diagnosis import named
+from trainer.checking.trusted.diagnosis import NamedMistake, named
 from trainer.checking.trusted.plan import Run, differentiable, evaluate_reference
 from trainer.checking.trusted.proxy import LearnerFault
 from trainer.checking.trusted.stages import FAIL, PASS, Checked, Failure, StageOutcome
@@ -415,7 +414,7 @@ def _reference_grads(
     }
 
 
-def _state_mistake(text: str) -> dict[str, Any]:
+def _state_mistake(text: str) -> NamedMistake:
     return named("state_outside_ctx", text)
 
 
