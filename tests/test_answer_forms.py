@@ -114,3 +114,47 @@ def test_a_reply_with_a_missing_an_unknown_or_a_mistyped_field_is_refused():
         protocol.BackwardReply.decode({**header, "modified": ["0"]}, blobs)
     with pytest.raises(WireError, match="unknown request"):
         protocol.decode_request({"op": "os.system"}, [])
+
+
+def _custom_op_file(tmp_path: Path, backward: str, extra: str = "") -> Path:
+    source = SOLUTION.read_text()
+    start = source.index("def backward(ctx, grad):")
+    end = source.index("scaled_softplus.register_autograd")
+    path = tmp_path / "custom_op.py"
+    path.write_text(extra + source[:start] + backward + "\n\n" + source[end:])
+    return path
+
+
+def test_a_custom_op_backward_calling_a_torch_kernel_is_seen_by_the_watch(tmp_path):
+    """No engine pass runs here (the counted stretch sees none): only the watch inside
+    the op's registered backward sees torch's softplus_backward kernel. Take
+    ``adopt_custom_op``'s hold on the op's functions away and this passes by_hand."""
+    path = _custom_op_file(
+        tmp_path,
+        "def backward(ctx, grad):\n"
+        "    (x,) = ctx.saved_tensors\n"
+        "    return torch.ops.aten.softplus_backward(grad, x, ctx.beta, 20.0), None\n",
+    )
+    exit_code, report = check_json("custom_op", path)
+
+    assert exit_code == 1
+    by_hand = stage(report, "by_hand")
+    assert by_hand["verdict"] == "fail" and "softplus_backward" in by_hand["message"], by_hand
+
+
+def test_a_fresh_copy_of_a_custom_op_file_registers_its_op_under_a_name_of_its_own():
+    """The state stage imports the learner's file a second time (a fresh copy, without the
+    state of earlier calls); torch registers an op's name once per process. Without
+    ``answers.fresh_copy`` the second import raises."""
+    from trainer.checking.learner.answers import fresh_copy
+    from trainer.checking.learner.loading import Expected
+
+    source = SOLUTION.read_text().replace("trainer::scaled_softplus", "trainer::fresh_copy_test")
+    first: dict[str, object] = {}
+    exec(compile(source, "custom_op.py", "exec"), first)
+    again: dict[str, object] = {}
+    with fresh_copy(Expected("scaled_softplus", ("x", "beta"), 1, "custom_op")):
+        exec(compile(source, "custom_op.py", "exec"), again)
+    x = torch.randn(5, dtype=torch.float64, requires_grad=True)
+    (grad,) = torch.autograd.grad(again["scaled_softplus"](x, 2.0).sum(), x)  # type: ignore[operator]
+    assert torch.allclose(grad, torch.sigmoid(2.0 * x))
