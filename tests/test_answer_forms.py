@@ -142,19 +142,23 @@ def test_a_custom_op_backward_calling_a_torch_kernel_is_seen_by_the_watch(tmp_pa
     assert by_hand["verdict"] == "fail" and "softplus_backward" in by_hand["message"], by_hand
 
 
-def test_a_fresh_copy_of_a_custom_op_file_registers_its_op_under_a_name_of_its_own():
+def test_a_fresh_copy_of_a_custom_op_file_leaves_the_first_copys_op_alone():
     """The state stage imports the learner's file a second time (a fresh copy, without the
-    state of earlier calls); torch registers an op's name once per process. Without
-    ``answers.fresh_copy`` the second import raises."""
+    state of earlier calls). torch keeps one registration per op name: a second one
+    replaces the first op's gradient with the copy's, and the answer under check would
+    run the copy's code from then on. ``answers.fresh_copy`` gives the copy's ops names
+    of their own; make it a no-op and the first op's gradient here becomes the copy's."""
     from trainer.checking.learner.answers import fresh_copy
     from trainer.checking.learner.loading import Expected
 
     source = SOLUTION.read_text().replace("trainer::scaled_softplus", "trainer::fresh_copy_test")
     first: dict[str, object] = {}
     exec(compile(source, "custom_op.py", "exec"), first)
+    doubled = source.replace("return grad * torch.sigmoid", "return 2 * grad * torch.sigmoid")
     again: dict[str, object] = {}
     with fresh_copy(Expected("scaled_softplus", ("x", "beta"), 1, "custom_op")):
-        exec(compile(source, "custom_op.py", "exec"), again)
+        exec(compile(doubled, "custom_op.py", "exec"), again)
     x = torch.randn(5, dtype=torch.float64, requires_grad=True)
-    (grad,) = torch.autograd.grad(again["scaled_softplus"](x, 2.0).sum(), x)  # type: ignore[operator]
-    assert torch.allclose(grad, torch.sigmoid(2.0 * x))
+    for module, factor in ((first, 1.0), (again, 2.0)):
+        (grad,) = torch.autograd.grad(module["scaled_softplus"](x, 2.0).sum(), x)  # type: ignore[operator]
+        assert torch.allclose(grad, factor * torch.sigmoid(2.0 * x)), factor
