@@ -34,8 +34,9 @@ PLACES = {
     "server": "trainer.checking.server:_plan",
     # A learner-side handler: the forward request, after the learner's forward returned.
     "learner handler": "trainer.checking.learner.serve:_advice",
-    # A learner-side handler of api_calls.py: mark_dirty's request, before any learner code.
-    "learner api handler": "trainer.checking.learner.api_calls:_leaves",
+    # A learner-side handler of api_calls.py: mark_dirty's request, as it makes its leaves,
+    # before any learner code.
+    "learner api handler": "trainer.checking.protocol:leaves",
 }
 
 

@@ -21,6 +21,7 @@ import time
 import types
 import typing
 import weakref
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -561,10 +562,7 @@ class OpCheck(Request[OpCheckReply]):
         op = answer.custom_op if answer is not None else None
         if op is None:
             return OpCheckReply(error=LearnerError("the answer is not a custom op"))
-        args = [
-            a.detach().requires_grad_(True) if isinstance(a, torch.Tensor) and wanted else a
-            for a, wanted in zip(_as_list(self.args), self.requires_grad, strict=False)
-        ]
+        args = leaves(self.args, self.requires_grad)
         try:
             results = torch.library.opcheck(
                 op, tuple(args), test_utils=tuple(self.tests), raise_exception=False
@@ -578,8 +576,20 @@ class OpCheck(Request[OpCheckReply]):
         )
 
 
-def _as_list(value: object) -> list[Any]:
+def listed(value: object) -> list[Any]:
+    """A decoded sequence as a list; anything else (the learner's process may send
+    anything) as an empty one."""
     return list(value) if isinstance(value, tuple | list) else []
+
+
+def leaves(value: object, flags: Sequence[bool]) -> list[Any]:
+    """The arguments of a call; the tensors flagged in ``flags`` become fresh leaves that
+    require grad."""
+    args = listed(value)
+    for index, arg in enumerate(args):
+        if isinstance(arg, torch.Tensor) and index < len(flags) and flags[index]:
+            args[index] = arg.detach().requires_grad_(True)
+    return args
 
 
 @dataclass
@@ -604,25 +614,22 @@ class Autocast(Request[AutocastReply]):
         answer = learner.answer
         if answer is None:
             return AutocastReply(error=LearnerError("the answer was not loaded"))
-        args = [
-            a.detach().requires_grad_(True) if isinstance(a, torch.Tensor) and wanted else a
-            for a, wanted in zip(_as_list(self.args), self.requires_grad, strict=False)
-        ]
-        leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+        args = leaves(self.args, self.requires_grad)
+        wanted = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
         with torch.autocast("cpu", dtype=getattr(torch, self.dtype)):
             try:
                 result = answer.apply(*args)
-                outputs = answer.own_graph(_as_list(result) or [result])
+                outputs = answer.own_graph(listed(result) or [result])
             except BaseException as error:  # the learner's code may raise anything
                 return AutocastReply(error=learner.failed(error, "forward under torch.autocast"))
             weighted = [
                 (o.float() * u.float()).sum()
-                for o, u in zip(outputs, _as_list(self.upstream), strict=False)
+                for o, u in zip(outputs, listed(self.upstream), strict=False)
                 if isinstance(o, torch.Tensor) and o.requires_grad and isinstance(u, torch.Tensor)
             ]
             try:  # inside the context too, as some training loops call backward
                 loss = torch.stack(weighted).sum()
-                grads = torch.autograd.grad(loss, leaves, allow_unused=True)
+                grads = torch.autograd.grad(loss, wanted, allow_unused=True)
             except BaseException as error:  # the learner's backward may raise anything
                 return AutocastReply(
                     outputs=outputs, error=learner.failed(error, "backward under torch.autocast")
@@ -639,12 +646,9 @@ def _measured_call(learner: LearnerSide, args: object, requires_grad: list[bool]
     answer = learner.answer
     if answer is None:
         return LearnerError("the answer did not load")
-    leaves = [
-        a.detach().requires_grad_(True) if isinstance(a, torch.Tensor) and wanted else a
-        for a, wanted in zip(_as_list(args), requires_grad, strict=False)
-    ]
+    called = leaves(args, requires_grad)
     try:
-        result = answer.apply(*leaves)
+        result = answer.apply(*called)
     except BaseException as error:  # the learner's code may raise anything
         return learner.failed(error, "forward")
     outputs = [o for o in (result if isinstance(result, tuple | list) else (result,))]
@@ -652,7 +656,7 @@ def _measured_call(learner: LearnerSide, args: object, requires_grad: list[bool]
     node = next((t.grad_fn for t in tensors if t.grad_fn is not None), None)
     if node is None:
         return LearnerError("forward's outputs are not connected to autograd's graph")
-    return leaves, tensors, node
+    return called, tensors, node
 
 
 @dataclass
@@ -706,10 +710,10 @@ def _backward_call(
     called = _measured_call(learner, request.args, request.requires_grad)
     if isinstance(called, LearnerError):
         return called
-    leaves, tensors, _ = called
+    args, tensors, _ = called
     floats = [t for t in tensors if t.is_floating_point()]
-    inputs = [a for a in leaves if isinstance(a, torch.Tensor) and a.requires_grad]
-    return floats, inputs, _as_list(request.upstream)
+    inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    return floats, inputs, listed(request.upstream)
 
 
 class _Allocations(TorchDispatchMode):  # type: ignore[no-untyped-call]

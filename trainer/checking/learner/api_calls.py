@@ -114,21 +114,8 @@ def _defines(klass: type, name: str) -> bool:
     return False
 
 
-def _leaves(value: object, flags: Sequence[bool]) -> list[Any]:
-    """The arguments; tensors flagged in ``flags`` become leaves that require grad."""
-    args = _as_list(value)
-    for index, value in enumerate(args):
-        if isinstance(value, torch.Tensor) and index < len(flags) and flags[index]:
-            args[index] = value.detach().requires_grad_(True)
-    return args
-
-
 def _as_list(result: object) -> list[Any]:
     return list(result) if isinstance(result, tuple | list) else [result]
-
-
-def _listed(value: object) -> list[Any]:
-    return list(value) if isinstance(value, tuple | list) else []
 
 
 def _loss(outputs: Sequence[Any], upstream: Sequence[Any]) -> torch.Tensor:
@@ -188,8 +175,8 @@ def handle_mark_dirty(server: _Server, request: protocol.MarkDirty) -> protocol.
     function_class = _function_class(server)
     if function_class is None:
         return protocol.MarkDirtyReply(error=_NOT_LOADED)
-    args = _leaves(request.args, request.requires_grad)
-    upstream = _listed(request.upstream)
+    args = protocol.leaves(request.args, request.requires_grad)
+    upstream = protocol.listed(request.upstream)
     called = activations(args)
     before = [a.detach().clone() if isinstance(a, torch.Tensor) else None for a in called]
     try:
@@ -234,8 +221,8 @@ def handle_non_differentiable(
     function_class = _function_class(server)
     if function_class is None:
         return protocol.NonDifferentiableReply(error=_NOT_LOADED)
-    args = _leaves(request.args, request.requires_grad)
-    upstream = _listed(request.upstream)
+    args = protocol.leaves(request.args, request.requires_grad)
+    upstream = protocol.listed(request.upstream)
     try:
         applied = function_class.apply(*activations(args))  # type: ignore[no-untyped-call]
         outputs = own_graph(_as_list(applied), function_class)
@@ -276,8 +263,8 @@ def handle_jvp(server: _Server, request: protocol.Jvp) -> protocol.JvpReply:
     function_class = _function_class(server)
     if function_class is None:
         return protocol.JvpReply(error=_NOT_LOADED)
-    args = _listed(request.args)
-    sets = [_listed(s) for s in _listed(request.tangents)]
+    args = protocol.listed(request.args)
+    sets = [protocol.listed(s) for s in protocol.listed(request.tangents)]
     has_setup = _defines(function_class, "setup_context")
     reply = protocol.JvpReply(has_jvp=_defines(function_class, "jvp"), has_setup_context=has_setup)
     try:
@@ -423,9 +410,9 @@ def handle_vmap(server: _Server, request: protocol.Vmap) -> protocol.VmapReply:
     reply = protocol.VmapReply(has_setup_context=has_setup, has_vmap_rule=has_rule)
     if not has_setup or not has_rule:
         return reply
-    args = _leaves(request.args, request.requires_grad)
+    args = protocol.leaves(request.args, request.requires_grad)
     dims = request.in_dims
-    upstream = _listed(request.upstream)
+    upstream = protocol.listed(request.upstream)
     positions = [i for i, a in enumerate(args) if isinstance(a, torch.Tensor)]
 
     def call(*tensors: torch.Tensor) -> Any:
@@ -497,14 +484,14 @@ def handle_second_order(server: _Server, request: protocol.SecondOrder) -> proto
     answer = server.answer
     if answer is None:
         return protocol.SecondReply(error=_NOT_LOADED)
-    args = _leaves(request.args, request.requires_grad)
+    args = protocol.leaves(request.args, request.requires_grad)
     upstream = [
         u.detach().requires_grad_(True)
         if isinstance(u, torch.Tensor) and u.is_floating_point()
         else u
-        for u in _listed(request.upstream)
+        for u in protocol.listed(request.upstream)
     ]
-    vector = _listed(request.vector)
+    vector = protocol.listed(request.vector)
     leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
     try:
         outputs = answer.own_graph(_as_list(answer.apply(*activations(args))))

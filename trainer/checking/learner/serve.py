@@ -155,7 +155,9 @@ class _Server:
             return protocol.SecondReply(error=NOT_LOADED)
         args = _arguments(request.args, request.requires_grad)
         try:
-            second = _double(answer, args, _listed(request.upstream), _listed(request.vector))
+            second = _double(
+                answer, args, protocol.listed(request.upstream), protocol.listed(request.vector)
+            )
         except BaseException as error:  # the learner's code may raise anything
             return protocol.SecondReply(error=learner_failure(error, self.path, "double backward"))
         return protocol.SecondReply(second=second)
@@ -185,7 +187,7 @@ class _Server:
                 )
             answer.watch_with(self.watch, also=True)
         sets = [
-            (_arguments(item.args, item.requires_grad), _listed(item.upstream))
+            (_arguments(item.args, item.requires_grad), protocol.listed(item.upstream))
             for item in request.sets
         ]
         order = request.order if request.order is not None else list(range(len(sets)))
@@ -215,7 +217,7 @@ class _Server:
         if answer is None:
             return protocol.ByHandReply(error=NOT_LOADED)
         args = _arguments(request.args, request.requires_grad)
-        upstream = _listed(request.upstream)
+        upstream = protocol.listed(request.upstream)
         try:
             for style in ("engine", "direct"):
                 fresh, leaves = _fresh(args)
@@ -244,7 +246,7 @@ class _Server:
                 error=protocol.LearnerError("no forward call to take the backward of")
             )
         _, ctx = stored
-        grads = _listed(request.grads)
+        grads = protocol.listed(request.grads)
         if request.device != "cpu":
             grads = [g.to(request.device) if isinstance(g, torch.Tensor) else g for g in grads]
         before = [g.clone() if isinstance(g, torch.Tensor) else None for g in grads]
@@ -303,13 +305,9 @@ def learner_failure(error: BaseException, path: Path, during: str) -> protocol.L
     return protocol.LearnerError(**learner_error(error, path, during))
 
 
-def _listed(value: object) -> list[Any]:
-    return list(value) if isinstance(value, tuple | list) else []
-
-
 def _arguments(args_value: object, flags: list[bool], device: str = "cpu") -> list[Any]:
     """forward's arguments: on the requested device, leaves requiring grad as flagged."""
-    args = _listed(args_value)
+    args = protocol.listed(args_value)
     for index, value in enumerate(args):
         if isinstance(value, torch.Tensor):
             if device != "cpu":

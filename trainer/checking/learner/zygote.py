@@ -124,27 +124,10 @@ def _become_spare(
 ) -> LearnerTask:
     """In the zygote's fork: as :func:`_become_learner`, with the default settings (every
     protection) and no memory cap yet, then wait for a check."""
-    os.setsid()
-    selector.close()
-    sock.close()
-    for learner in learners.values():
-        learner.control.close()
+    _leave_the_zygote(sock, selector, learners)
     os.write(cgroup_say, b"1" if confine.enter_memory_cgroup(scratch, None) else b"0")
     os.close(cgroup_say)
-    namespaces = confine.enter_namespaces(None)
-    if "pid" in namespaces:
-        try:
-            child = os.fork()
-        except OSError:
-            os._exit(1)
-        if child:
-            with contextlib.suppress(OSError):
-                os.write(say, child.to_bytes(8, "little"))
-            os._exit(0)
-    else:
-        with contextlib.suppress(OSError):
-            os.write(say, os.getpid().to_bytes(8, "little"))
-    os.close(say)
+    namespaces = _first_process(None, say)
     try:
         header, fds = transport.receive_with_fds(hand, 2)
         spawn = protocol.Spawn.from_wire(header)
@@ -349,14 +332,30 @@ def _become_learner(
     """In the zygote's fork: shed every descriptor but the learner's own, enter fresh
     namespaces and, where a PID namespace was entered, fork the learner's process (its
     first process) and end; ``say`` carries the learner process's pid to the zygote."""
-    os.setsid()  # its own group: ending the group ends what it started
+    _leave_the_zygote(sock, selector, learners)
+    os.close(control_fd)
+    cgroup = confine.join_memory_cgroup(spawn.scratch, spawn.confine, spawn.memory_limit_mb)
+    namespaces = _first_process(spawn.confine, say)
+    return _sealed(spawn, learner_fd, output_fd, namespaces, cgroup)
+
+
+def _leave_the_zygote(
+    sock: socket.socket, selector: selectors.BaseSelector, learners: dict[int, _Learner]
+) -> None:
+    """In the zygote's fork: a process group of its own (ending the group ends what it
+    started), and none of the zygote's descriptors."""
+    os.setsid()
     selector.close()  # the zygote's epoll instance: shared, its interest list included
     sock.close()
-    os.close(control_fd)
     for learner in learners.values():
         learner.control.close()
-    cgroup = confine.join_memory_cgroup(spawn.scratch, spawn.confine, spawn.memory_limit_mb)
-    namespaces = confine.enter_namespaces(spawn.confine)
+
+
+def _first_process(settings: object, say: int) -> dict[str, str]:
+    """Enter fresh namespaces; where a PID namespace was entered, fork its first process
+    (the learner's) and end. ``say`` carries that process's pid to the zygote. Returns,
+    in the learner's process, what was entered."""
+    namespaces = confine.enter_namespaces(settings)
     if "pid" in namespaces:
         try:
             child = os.fork()
@@ -370,7 +369,7 @@ def _become_learner(
         with contextlib.suppress(OSError):
             os.write(say, os.getpid().to_bytes(8, "little"))
     os.close(say)
-    return _sealed(spawn, learner_fd, output_fd, namespaces, cgroup)
+    return namespaces
 
 
 def _sealed(
