@@ -193,6 +193,42 @@ def test_validate_holds_a_follow_up_variant_to_failing_its_follow_up_and_the_ref
     assert result.problems == ["right.py: expected follow_up_memory, got passed"], result.problems
 
 
+def test_validate_runs_only_the_follow_ups_stages_on_the_reference_and_still_catches_it(
+    tmp_path: Path,
+):
+    """The reference's follow-up check runs load and the follow-up's stages only (the
+    others ran in its plain check); a reference that fails only its follow-up is still
+    named."""
+    import shutil
+
+    import yaml
+
+    from trainer.authoring import validate
+
+    data = dict(yaml.safe_load(SOFTMAX.read_text(encoding="utf-8")))
+    data["follow_ups"] = [NO_JACOBIAN]
+    data["wrong_variants"] = []
+    (tmp_path / "exercises").mkdir()
+    (tmp_path / "solutions").mkdir()
+    spec = tmp_path / "exercises" / "softmax.yaml"
+    spec.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    # The Jacobian-building backward is right (it passes every plain stage) and is the
+    # reference here: only the follow-up fails it.
+    shutil.copy(WRONG_SOFTMAX / "builds_the_jacobian.py", tmp_path / "solutions" / "softmax.py")
+    active = load_exercise(spec).with_follow_up("no_jacobian")
+    report = run_check(
+        active,
+        tmp_path / "solutions" / "softmax.py",
+        service=shared_service(),
+        only_stages=("follow_up_memory",),
+    )
+    assert [s.id for s in report.stages] == ["load", "follow_up_memory"]
+    (result,) = validate([(spec, "exercises/softmax.yaml")], jobs=2, service=shared_service())
+    assert result.solution.startswith(
+        "the reference solution fails at follow_up_memory (follow-up no_jacobian)"
+    ), result.solution
+
+
 def test_after_a_pass_check_names_the_follow_up_and_followup_takes_it_up_until_it_is_passed(
     isolated_workspace: Path,
 ):
@@ -226,3 +262,18 @@ def test_after_a_pass_check_names_the_follow_up_and_followup_takes_it_up_until_i
     assert progress.follow_ups_passed == ["no_jacobian"]
     listed = run_cli("followup", "softmax", "--list").stdout
     assert "1. no_jacobian (passed)" in listed and "2. fast" in listed
+
+
+def test_a_follow_up_shares_the_plan_of_its_exercise_unless_it_changes_the_spec():
+    """Validation checks an exercise with and without each follow-up: one plan serves
+    both, unless the follow-up writes into the spec what the plan reads (here: second
+    derivatives)."""
+    from trainer.checking.job import Job
+
+    def key(exercise: Exercise) -> tuple[str, int]:
+        return Job(exercise=dict(exercise.data), spec_path="", spec_name="", file="",
+                   source="", seed=0, token="", output_mark="").plan_key  # fmt: skip
+
+    tanh = load_exercise(REPO / "exercises" / "tanh.yaml")
+    assert key(tanh.with_follow_up("save_output_only")) == key(tanh)
+    assert key(tanh.with_follow_up("twice_differentiable")) != key(tanh)

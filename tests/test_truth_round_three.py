@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.test_truth import check, first_failure, service
+from tests.test_truth import CATALOG, check, first_failure, service
 
 __all__ = ["service"]  # the fixture, shared with test_truth
 
@@ -478,3 +478,40 @@ def test_a_right_kl_div_passes_where_its_target_is_exactly_zero():
         exercise, REPO / "solutions" / "kl_div.py", service=shared_service(), catalogue_file=True
     )
     assert report.passed, report.first_failure
+
+
+# -- needs_input_grad: which subsets of inputs requiring grad are tried ---------------------
+
+
+def test_every_subset_is_tried_on_one_run_and_each_input_alone_or_left_out_on_the_rest():
+    from trainer.checking.trusted.contract import _exhaustive_runs, _subsets
+    from trainer.checking.trusted.plan import build_plan
+
+    names = ["x", "W1", "b1", "W2", "b2"]
+    assert len(_subsets(names, every=True)) == 2**5 - 2
+    assert set(_subsets(names, every=False)) == {(n,) for n in names} | {
+        tuple(n for n in names if n != left) for left in names
+    }
+    runs = build_plan(CATALOG.get("mlp"), seed=0).runs
+    chosen = [runs[i] for i in _exhaustive_runs(runs)]
+    assert len(chosen) == 1 and chosen[0].dtype == torch.float64
+    assert chosen[0].numel == min(r.numel for r in runs if r.dtype == torch.float64)
+
+
+def test_a_branch_wrong_only_for_two_of_five_inputs_requiring_grad_fails_the_contract(
+    service, tmp_path
+):
+    """grad_b1 is right unless x and b1 are the only inputs requiring grad: neither an
+    input alone nor all but one shows it. Try each input alone and each left out on
+    every run only (no run with every subset), and this file passes."""
+    reference = CATALOG.solution_path(CATALOG.get("mlp")).read_text(encoding="utf-8")
+    source = reference.replace(
+        "grad_b1 = grad_pre.sum(dim=0)  # (H,)",
+        "grad_b1 = grad_pre.sum(dim=0)\n"
+        "        if ctx.needs_input_grad[:5] == (True, False, True, False, False):\n"
+        "            grad_b1 = 2 * grad_b1",
+    )
+    assert source != reference
+    stage, message, mistake = first_failure(check(service, tmp_path, "mlp", source))
+    assert (stage, mistake) == ("contract", "needs_input_grad"), message
+    assert "with only `x` and `b1` requiring grad" in message

@@ -28,6 +28,7 @@ from trainer.content_rules import (
 )
 from trainer.errors import SpecError, TrainerError
 from trainer.spec import Exercise, WrongVariant, load_exercise
+from trainer.vocabulary import follow_up_stages
 
 
 @dataclass
@@ -266,10 +267,11 @@ def validate(
             reference = solution_path(exercise)
             if reference.is_file():
                 checks.append((result, "solution", exercise, reference, None))
-                # The reference passes every follow-up too.
+                # The reference passes every follow-up too: its stages only, the others
+                # ran just above.
                 for follow_up in exercise.follow_ups:
                     active = exercise.with_follow_up(follow_up.id)
-                    checks.append((result, "solution", active, reference, None))
+                    checks.append((result, "follow-up", active, reference, None))
             else:
                 result.solution = f"no reference solution at {reference}"
             for declared in exercise.wrong_variants:
@@ -302,6 +304,7 @@ def validate(
 
                 for index in sorted(range(len(checks)), key=turn):
                     _, kind, exercise, file, _ = checks[index]
+                    graded = exercise.follow_up
                     # A wrong variant is judged by its first failure: skip the rest. The
                     # stub runs every stage: one it passes must be worth no points.
                     futures[index] = pool.submit(
@@ -312,6 +315,9 @@ def validate(
                         service=warm,
                         stop_after_failure=kind == "variant",
                         catalogue_file=True,
+                        only_stages=follow_up_stages(graded.check)
+                        if kind == "follow-up" and graded is not None
+                        else (),
                     )
                     if on_done is not None:
                         futures[index].add_done_callback(lambda _: on_done())
@@ -348,7 +354,7 @@ def validate(
                         result.stub = "the untouched stub passes every stage: it must fail"
                     else:
                         result.stub = _stub_points(exercise, report)
-                elif kind == "solution" and stage is not None:
+                elif kind in ("solution", "follow-up") and stage is not None:
                     following = exercise.active_follow_up
                     during = f" (follow-up {following})" if following else ""
                     result.solution = f"the reference solution fails at {stage}{during}: {message}"

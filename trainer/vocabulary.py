@@ -16,7 +16,7 @@ recognise them live in the checker (``trusted/diagnosis.py``).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -312,6 +312,11 @@ def stages_for(exercise: _ExerciseFacts, double_backward: bool = False) -> list[
         for stage in STAGES
         if exercise.form in stage.forms and stage.applies(exercise, double_backward)
     ]
+
+
+def selected(stages: list[Stage], only: Collection[str]) -> list[Stage]:
+    """``stages`` cut to those ``only`` names, and load (every stage when ``only`` is empty)."""
+    return [s for s in stages if not only or s.id == "load" or s.id in only]
 
 
 # id -> what the learner reads when the checker names it.

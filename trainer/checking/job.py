@@ -27,6 +27,8 @@ class Job:
     double_backward: bool = False
     memory_limit_mb: int | None = None
     stop_after_failure: bool = False
+    # The stages to run besides load, by id; empty: every stage of the exercise.
+    only_stages: list[str] = field(default_factory=list)
     draw_always: bool = False
     confine: dict[str, Any] = field(default_factory=dict)  # host protection's settings
 
@@ -46,9 +48,13 @@ class Job:
 
     @property
     def plan_key(self) -> tuple[str, int]:
-        """What a plan depends on: the spec and the seed."""
+        """What a plan depends on: the spec and the seed. Not which follow-up is active:
+        what a follow-up changes in the plan (a wider domain, second derivatives) it
+        writes into the spec's own fields (``Exercise.with_follow_up``)."""
         import hashlib
         import json
 
-        spec = json.dumps(self.exercise, sort_keys=True)
+        spec = json.dumps(
+            {k: v for k, v in self.exercise.items() if k != "active_follow_up"}, sort_keys=True
+        )
         return hashlib.sha256(spec.encode()).hexdigest(), self.seed

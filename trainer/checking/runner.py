@@ -426,6 +426,7 @@ def run_check(
     feedback: str = DEFAULT_FEEDBACK,
     catalogue_file: bool = False,
     output_file: Path | None = None,
+    only_stages: Sequence[str] = (),
 ) -> CheckReport:
     """Check ``file`` against ``exercise`` and return the report, as ``feedback``
     (a level of :mod:`trainer.checking.feedback`) lets it be read.
@@ -436,7 +437,8 @@ def run_check(
     With ``service``, the check is one more job of a running server (watch
     mode, grading); otherwise a server is started for this one job. With
     ``stop_after_failure`` the stages after the first failing one are skipped
-    (validation needs no more). With ``output_file``, all the learner's code printed
+    (validation needs no more); with ``only_stages``, only those stages (and load) run (a
+    reference solution's follow-up, once its other stages passed). With ``output_file``, all the learner's code printed
     is written there (up to OUTPUT_FILE_LIMIT bytes), not only the tails the report keeps.
     """
     started = time.monotonic()
@@ -459,6 +461,7 @@ def run_check(
             report = _check(
                 exercise, file, raw, source, started, seed, timeout, solution, double_backward,
                 service, memory_limit_mb, stop_after_failure, limits, draw_always, output_file,
+                only_stages,
             )  # fmt: skip
         except (TrainerError, OSError):  # the user's to fix: said as such
             raise
@@ -530,6 +533,7 @@ def _check(
     limits: HostLimits | None,
     draw_always: bool,
     output_file: Path | None = None,
+    only_stages: Sequence[str] = (),
 ) -> CheckReport:
     token = secrets.token_hex(16)
     job = Job(
@@ -543,6 +547,7 @@ def _check(
         double_backward=double_backward,
         memory_limit_mb=memory_limit_mb,
         stop_after_failure=stop_after_failure,
+        only_stages=list(only_stages),
         draw_always=draw_always,
         confine=(limits or HostLimits()).for_job(timeout, _exercise_folders(exercise, solution)),
         token=token,

@@ -21,7 +21,7 @@ from trainer.checking import transport
 from trainer.checking.job import Job
 from trainer.checking.report import StageResult
 from trainer.spec import Exercise, exercise_from_mapping
-from trainer.vocabulary import STAGE_BY_ID, STAGES, stages_for
+from trainer.vocabulary import STAGE_BY_ID, STAGES, selected, stages_for
 
 
 class Channel:
@@ -103,7 +103,7 @@ def run(
 
     path = Path(job.file)
     double_backward = job.double_backward
-    stages_to_run = stages_for(exercise, double_backward)
+    stages_to_run = selected(stages_for(exercise, double_backward), job.only_stages)
     sandbox = Sandbox.start(
         zygote,
         exercise,
@@ -164,6 +164,7 @@ def run(
         else reference_saved_bytes(exercise, plan, job.solution),
         double_backward=double_backward,
         stop_after_failure=job.stop_after_failure,
+        only_stages=frozenset(job.only_stages),
         draw_always=job.draw_always,
     )
     run_stages(checked, report)

@@ -33,7 +33,7 @@ from trainer.checking.trusted.proxy import (
 )
 from trainer.checking.wording import OUTPUT_MARK
 from trainer.spec import Exercise
-from trainer.vocabulary import Stage, stages_for
+from trainer.vocabulary import Stage, selected, stages_for
 
 # One verdict type for the checker and the report.
 PASS, FAIL, SKIP = Verdict.PASS, Verdict.FAIL, Verdict.SKIP
@@ -72,6 +72,8 @@ class Checked:
     double_backward: bool = False
     # Validation only needs the first failing stage: the rest are skipped.
     stop_after_failure: bool = False
+    # Only these stages run (and load); empty: every stage.
+    only_stages: frozenset[str] = frozenset()
     # `trainer plot`: pictures of the gradient even when it is right.
     draw_always: bool = False
     # The verdicts of the stages run so far, by id (a later stage may read an earlier one's).
@@ -320,7 +322,9 @@ def run_stages(checked: Checked, report: Reporter) -> None:
     sandbox = checked.sandbox
     blocked: str | None = None
     said: dict[str, Stage] = {}  # failure message -> the stage that gave it first
-    for stage in stages_for(checked.exercise, checked.double_backward):
+    for stage in selected(
+        stages_for(checked.exercise, checked.double_backward), checked.only_stages
+    ):
         if blocked is None and not sandbox.alive:
             blocked = f"the process running your code {sandbox.ended}"
         if blocked is not None:
