@@ -141,3 +141,54 @@ def test_merging_a_grades_shards_does_not_import_torch(tmp_path: Path):
     assert result.returncode == 0, result.stderr
     assert json.loads(result.stdout.strip().splitlines()[-1]) == {"code": 0, "torch": False}
     assert (tmp_path / "grades.csv").read_text().count("cannot be read") == 2
+
+
+# -- the checking server starts first for a command that checks code ----------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "starts"),
+    [
+        (["check"], True),
+        (["check", "sigmoid", "--file", "x.py"], True),
+        (["watch", "relu"], True),
+        (["grade", "class"], True),
+        (["check", "--help"], False),
+        (["hint", "sigmoid"], False),
+        (["list"], False),
+        ([], False),
+    ],
+)
+def test_only_a_command_that_checks_code_starts_the_server_first(argv, starts):
+    from trainer.launch import starts_a_server
+
+    assert starts_a_server(argv) is starts
+
+
+def test_the_first_checking_service_takes_the_server_started_early():
+    """One server, not two: the command's service is the process start_early began."""
+    from trainer.checking import spawn
+    from trainer.checking.runner import CheckingService
+
+    spawn.start_early()
+    (early,) = spawn._EARLY
+    with CheckingService() as service:
+        assert service._process is early.process
+        assert spawn.take_early() is None
+    assert early.process.poll() is not None  # closing the service ended it
+
+
+def test_a_server_started_early_that_nothing_took_ends_with_the_command(tmp_path: Path):
+    script = (
+        "from trainer.checking import spawn\n"
+        "spawn.start_early()\n"
+        "print(spawn._EARLY[0].process.pid, flush=True)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=SOURCE, check=True
+    )
+    pid = int(result.stdout.strip())
+    with pytest.raises(ProcessLookupError):
+        import os
+
+        os.kill(pid, 0)

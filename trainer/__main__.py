@@ -1,3 +1,3 @@
-from trainer.cli import main
+from trainer.launch import main
 
 main()

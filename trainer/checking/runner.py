@@ -23,8 +23,6 @@ import selectors
 import signal
 import socket
 import subprocess
-import sys
-import tempfile
 import threading
 import time
 from collections.abc import Sequence
@@ -52,6 +50,7 @@ from trainer.checking.report import (
     StageResult,
     Verdict,
 )
+from trainer.checking.spawn import spawn_server, take_early
 from trainer.checking.wording import OUTPUT_MARK
 from trainer.errors import TrainerError
 from trainer.spec import Exercise
@@ -66,32 +65,6 @@ READY_TIMEOUT = 120.0
 # A check whose server died under it (not the learner's doing: the learner's process
 # cannot reach the server) is run again on a fresh server, this many times at most.
 SERVER_RETRIES = 2
-
-# What the checking server, and so the learner's process, gets of the environment: a
-# fixed set, never the user's own variables (a grader's API token, say). Passed on as
-# they are: facts of the machine that a library needs (an older OpenBLAS crashes on some
-# processors without its core type), never a secret.
-_PASSED_ON = (
-    "OPENBLAS_CORETYPE",
-    "OPENBLAS_L2_SIZE",
-    "PYTHONDONTWRITEBYTECODE",
-    "CUDA_VISIBLE_DEVICES",
-    "TMPDIR",
-)
-
-
-def server_environment() -> dict[str, str]:
-    """The checking server's whole environment. Every thread pool has one thread (the
-    learner's process may start none)."""
-    fixed = {
-        "PATH": "/usr/local/bin:/usr/bin:/bin",
-        "LANG": "C.UTF-8",
-        "HOME": tempfile.gettempdir(),
-        "OMP_NUM_THREADS": "1",
-        "MKL_NUM_THREADS": "1",
-        "OPENBLAS_NUM_THREADS": "1",
-    }
-    return {**fixed, **{n: os.environ[n] for n in _PASSED_ON if n in os.environ}}
 
 
 @dataclass(frozen=True)
@@ -161,31 +134,13 @@ class CheckingService:
                 os.killpg(self._process.pid, signal.SIGKILL)
             self._process.wait()
             self._process = None
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        from trainer.checking.server import bootstrap
-
-        root = str(Path(trainer.__file__).resolve().parent.parent)
-        theirs_fd = theirs.fileno()
-        # Where the server's own errors go (torch missing, say); read on failure.
+        # The server the command started first thing (trainer.launch), else a new one.
+        spawned = (take_early() if self.generation == 0 else None) or spawn_server()
         if self._errors is not None:
             self._errors.close()
-        self._errors = tempfile.TemporaryFile()  # noqa: SIM115 - lives as long as the server
-        errors = self._errors
-        process = subprocess.Popen(
-            [sys.executable, "-c", "import sys;exec(sys.stdin.read())"],
-            stdin=subprocess.PIPE,
-            stdout=errors,
-            stderr=errors,
-            pass_fds=(theirs_fd,),
-            start_new_session=True,  # Ctrl-C in the terminal reaches the CLI alone
-            env=server_environment(),
-        )
-        theirs.close()
-        assert process.stdin is not None
-        path = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-        with contextlib.suppress(BrokenPipeError):
-            process.stdin.write(bootstrap(root, theirs_fd, path).encode())
-            process.stdin.close()
+        # Where the server's own errors go (torch missing, say); read on failure.
+        self._errors = errors = spawned.errors
+        process, ours = spawned.process, spawned.socket
         self._process, self._socket = process, ours
         self._pids, self._exits, self._ready, self._gone = [], {}, False, False
         self._bug = None
