@@ -1,0 +1,99 @@
+"""The interview core's follow-ups (issue 31 §1): attention, batch_norm, cross_entropy,
+conv2d, max_pool2d and gelu.
+
+For each: the reference passes the follow-up, the declared wrong variant passes the
+base check and fails the follow-up for the stated reason (its figures against the
+budget), and a right answer in another style passes too, so that the budget has room
+for more than the reference's way of doing it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from tests.conftest import REPO, shared_service
+from trainer.checking.report import Verdict
+from trainer.checking.runner import run_check
+from trainer.spec import load_exercise
+
+WRONG = REPO / "solutions" / "wrong"
+Stages = dict[str, tuple[Verdict, str]]
+
+
+def _stages(exercise_id: str, follow_up: str, file: Path) -> Stages:
+    exercise = load_exercise(
+        REPO / "exercises" / f"{exercise_id}.yaml", f"exercises/{exercise_id}.yaml"
+    ).with_follow_up(follow_up)
+    report = run_check(exercise, file, service=shared_service(), catalogue_file=True)
+    return {s.id: (s.verdict, s.message) for s in report.stages}
+
+
+def _fails_only(stages: Stages, stage: str) -> str:
+    """The message of ``stage``, which fails while every other stage passes or skips."""
+    others = {k: v for k, (v, _) in stages.items() if k != stage and v is Verdict.FAIL}
+    assert not others, stages
+    verdict, message = stages[stage]
+    assert verdict is Verdict.FAIL, stages
+    return message
+
+
+def _passes(stages: Stages, stage: str) -> str:
+    assert all(v is not Verdict.FAIL for v, _ in stages.values()), stages
+    verdict, message = stages[stage]
+    assert verdict is Verdict.PASS, stages
+    return message
+
+
+# -- max_pool2d: which element won, not the values ----------------------------------------
+
+
+def test_max_pool2d_keeping_the_input_and_the_output_fails_what_backward_needs():
+    wrong = _stages(
+        "max_pool2d", "what_backward_needs", WRONG / "max_pool2d" / "saves_input_and_output.py"
+    )
+    message = _fails_only(wrong, "follow_up_saved")
+    # x (294,912 bytes) and the output (73,728): 1.25 × x's bytes.
+    assert "saved 2 tensors of 92,160 elements (368,640 bytes)" in message, message
+    assert "budget 0.8 × `x` = 235,929 bytes" in message
+    right = _stages("max_pool2d", "what_backward_needs", REPO / "solutions" / "max_pool2d.py")
+    # one int64 position per window: half of x's bytes.
+    assert "saved 1 tensor of 18,432 elements (147,456 bytes)" in _passes(right, "follow_up_saved")
+
+
+MAX_POOL2D_WINNER_MASK = """
+import torch
+import torch.nn.functional as F
+
+
+class MyMaxPool2d(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, kernel_size, stride):
+        k, s = kernel_size, stride
+        n, c, h, w = x.shape
+        windows = x.unfold(2, k, s).unfold(3, k, s)
+        ho, wo = windows.shape[2], windows.shape[3]
+        values, position = windows.reshape(n, c, ho, wo, k * k).max(dim=-1)
+        # One bool per element of each window: True at the window's first maximum.
+        ctx.save_for_backward(F.one_hot(position, k * k).bool())
+        ctx.k, ctx.s, ctx.size = k, s, (h, w)
+        return values
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (won,) = ctx.saved_tensors
+        n, c, ho, wo, kk = won.shape
+        routed = grad_output.unsqueeze(-1) * won
+        columns = routed.permute(0, 1, 4, 2, 3).reshape(n, c * kk, ho * wo)
+        return F.fold(columns, ctx.size, ctx.k, stride=ctx.s), None, None
+"""
+
+
+def test_max_pool2d_keeping_a_bool_mark_per_window_element_passes_what_backward_needs(
+    write_file: Callable[[str, str], Path],
+):
+    # As many elements as x with 2×2 windows, but one byte each: a quarter of x's bytes.
+    stages = _stages(
+        "max_pool2d", "what_backward_needs", write_file("e.py", MAX_POOL2D_WINNER_MASK)
+    )
+    assert "saved 1 tensor of 73,728 elements (73,728 bytes)" in _passes(stages, "follow_up_saved")
