@@ -45,6 +45,64 @@ def _passes(stages: Stages, stage: str) -> str:
     return message
 
 
+# -- attention: what forward keeps grows with T per query, not T² per head -----------------
+
+
+def test_attention_keeping_the_probabilities_fails_long_sequences_and_the_log_sum_exp_passes():
+    wrong = _stages("attention", "long_sequences", WRONG / "attention" / "saves_probabilities.py")
+    message = _fails_only(wrong, "follow_up_saved")
+    # q, k, v (65,536 each) and P (4 · 4 · 256 · 256 = 1,048,576): 19 × q.
+    assert "saved 4 tensors of 1,245,184 elements" in message, message
+    assert "budget 8 × `q` = 524,288 elements" in message
+    right = _stages("attention", "long_sequences", REPO / "solutions" / "attention.py")
+    # q, k, v, the output and one log-sum-exp per query: 4.06 × q.
+    assert "saved 5 tensors of 266,240 elements" in _passes(right, "follow_up_saved")
+
+
+ATTENTION_MAX_AND_SUM = """
+import math
+
+import torch
+
+
+class MyAttention(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, q, k, v, causal):
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        scores = (q @ k.transpose(-2, -1)) * scale
+        t = scores.shape[-1]
+        future = torch.ones(t, t, dtype=torch.bool).triu(1)
+        if causal:
+            scores = scores.masked_fill(future, float("-inf"))
+        row_max = scores.amax(dim=-1, keepdim=True)
+        row_sum = torch.exp(scores - row_max).sum(dim=-1, keepdim=True)
+        ctx.save_for_backward(q, k, v, row_max, row_sum, future)
+        ctx.scale, ctx.causal = scale, causal
+        return torch.softmax(scores, dim=-1) @ v
+
+    @staticmethod
+    def backward(ctx, g):
+        q, k, v, row_max, row_sum, future = ctx.saved_tensors
+        scores = (q @ k.transpose(-2, -1)) * ctx.scale
+        if ctx.causal:
+            scores = scores.masked_fill(future, float("-inf"))
+        p = torch.exp(scores - row_max) / row_sum
+        dp = g @ v.transpose(-2, -1)
+        ds = p * (dp - (p * dp).sum(dim=-1, keepdim=True))
+        grad_q = (ds @ k) * ctx.scale
+        grad_k = (ds.transpose(-2, -1) @ q) * ctx.scale
+        return grad_q, grad_k, p.transpose(-2, -1) @ g, None
+"""
+
+
+def test_attention_keeping_each_rows_max_and_sum_and_one_causal_mask_passes_long_sequences(
+    write_file: Callable[[str, str], Path],
+):
+    # Two numbers per query, no output, and the (T, T) mask shared by every head.
+    stages = _stages("attention", "long_sequences", write_file("a.py", ATTENTION_MAX_AND_SUM))
+    assert "saved 6 tensors of 270,336 elements" in _passes(stages, "follow_up_saved")
+
+
 # -- max_pool2d: which element won, not the values ----------------------------------------
 
 
