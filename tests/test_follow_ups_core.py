@@ -155,3 +155,52 @@ def test_max_pool2d_keeping_a_bool_mark_per_window_element_passes_what_backward_
         "max_pool2d", "what_backward_needs", write_file("e.py", MAX_POOL2D_WINNER_MASK)
     )
     assert "saved 1 tensor of 73,728 elements (73,728 bytes)" in _passes(stages, "follow_up_saved")
+
+
+# -- gelu: a backward autograd can differentiate again ------------------------------------
+
+
+def test_gelu_reading_tanh_saved_by_forward_fails_twice_differentiable_at_second_order():
+    wrong = _stages("gelu", "twice_differentiable", WRONG / "gelu" / "saves_tanh_from_forward.py")
+    assert wrong["second_order"][0] is Verdict.FAIL, wrong
+    assert "does backward use a tensor forward computed and saved?" in wrong["second_order"][1]
+    assert all(
+        v is not Verdict.FAIL
+        for k, (v, _) in wrong.items()
+        if k not in ("second_order", "double_backward")
+    ), wrong
+    right = _stages("gelu", "twice_differentiable", REPO / "solutions" / "gelu.py")
+    _passes(right, "second_order")
+    _passes(right, "double_backward")
+
+
+GELU_BY_COSH = """
+import math
+
+import torch
+
+K = math.sqrt(2 / math.pi)
+
+
+class MyGELU(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return 0.5 * x * (1 + torch.tanh(K * (x + 0.044715 * x**3)))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        u = K * (x + 0.044715 * x**3)
+        sech2 = 1 / torch.cosh(u) ** 2
+        slope = 0.5 * (1 + torch.tanh(u)) + 0.5 * x * sech2 * K * (1 + 3 * 0.044715 * x**2)
+        return grad_output * slope
+"""
+
+
+def test_gelu_with_sech_squared_from_cosh_in_backward_passes_twice_differentiable(
+    write_file: Callable[[str, str], Path],
+):
+    stages = _stages("gelu", "twice_differentiable", write_file("f.py", GELU_BY_COSH))
+    _passes(stages, "second_order")
+    _passes(stages, "double_backward")
