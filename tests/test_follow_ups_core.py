@@ -103,6 +103,55 @@ def test_attention_keeping_each_rows_max_and_sum_and_one_causal_mask_passes_long
     assert "saved 6 tensors of 270,336 elements" in _passes(stages, "follow_up_saved")
 
 
+# -- batch_norm: one tensor the size of x and a few numbers per channel ------------------
+
+
+def test_batch_norm_keeping_x_the_centred_x_and_the_variance_fails_save_less():
+    wrong = _stages(
+        "batch_norm", "save_less", WRONG / "batch_norm" / "saves_centred_input_and_variance.py"
+    )
+    message = _fails_only(wrong, "follow_up_saved")
+    assert "saved 4 tensors of 200,008 elements" in message, message
+    assert "budget 1.05 × `x` = 105,000 elements" in message
+    right = _stages("batch_norm", "save_less", REPO / "solutions" / "batch_norm.py")
+    # x̂, 1/σ per channel and the weight.
+    assert "saved 3 tensors of 100,008 elements" in _passes(right, "follow_up_saved")
+
+
+BATCH_NORM_FROM_X = """
+import torch
+
+
+class MyBatchNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps):
+        dims = [0, *range(2, x.dim())]
+        shape = [1, -1] + [1] * (x.dim() - 2)
+        mean = x.mean(dim=dims, keepdim=True)
+        rstd = torch.rsqrt(x.var(dim=dims, unbiased=False, keepdim=True) + eps)
+        ctx.save_for_backward(x, mean, rstd, weight)
+        return (x - mean) * rstd * weight.reshape(shape) + bias.reshape(shape)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        x, mean, rstd, weight = ctx.saved_tensors
+        dims = [0, *range(2, x.dim())]
+        xhat = (x - mean) * rstd
+        h = grad_output * weight.reshape(rstd.shape)
+        grad_x = rstd * (
+            h - h.mean(dims, keepdim=True) - xhat * (h * xhat).mean(dims, keepdim=True)
+        )
+        return grad_x, (grad_output * xhat).sum(dims), grad_output.sum(dims), None
+"""
+
+
+def test_batch_norm_keeping_x_with_the_mean_and_1_over_sigma_per_channel_passes_save_less(
+    write_file: Callable[[str, str], Path],
+):
+    stages = _stages("batch_norm", "save_less", write_file("b.py", BATCH_NORM_FROM_X))
+    assert "saved 4 tensors of 100,012 elements" in _passes(stages, "follow_up_saved")
+
+
 # -- max_pool2d: which element won, not the values ----------------------------------------
 
 
