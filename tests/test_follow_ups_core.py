@@ -152,6 +152,46 @@ def test_batch_norm_keeping_x_with_the_mean_and_1_over_sigma_per_channel_passes_
     assert "saved 4 tensors of 100,012 elements" in _passes(stages, "follow_up_saved")
 
 
+# -- cross_entropy: one N × C tensor and the N target indices ----------------------------
+
+
+def test_cross_entropy_keeping_a_one_hot_matrix_fails_save_less():
+    wrong = _stages("cross_entropy", "save_less", WRONG / "cross_entropy" / "saves_one_hot.py")
+    message = _fails_only(wrong, "follow_up_saved")
+    assert "saved 2 tensors of 200,000 elements" in message, message
+    assert "budget 1.5 × `logits` = 150,000 elements" in message
+    right = _stages("cross_entropy", "save_less", REPO / "solutions" / "cross_entropy.py")
+    # the probabilities and the 1,000 target indices.
+    assert "saved 2 tensors of 101,000 elements" in _passes(right, "follow_up_saved")
+
+
+CROSS_ENTROPY_FROM_LOGITS = """
+import torch
+import torch.nn.functional as F
+
+
+class MyCrossEntropy(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, logits, target):
+        ctx.save_for_backward(logits, target)
+        return -torch.log_softmax(logits, dim=1).gather(1, target.unsqueeze(1)).mean()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        logits, target = ctx.saved_tensors
+        one_hot = F.one_hot(target, logits.shape[1]).to(logits.dtype)
+        grad = torch.softmax(logits, dim=1) - one_hot
+        return grad * (grad_output / logits.shape[0]), None
+"""
+
+
+def test_cross_entropy_keeping_the_logits_and_building_the_one_hot_in_backward_passes(
+    write_file: Callable[[str, str], Path],
+):
+    stages = _stages("cross_entropy", "save_less", write_file("c.py", CROSS_ENTROPY_FROM_LOGITS))
+    assert "saved 2 tensors of 101,000 elements" in _passes(stages, "follow_up_saved")
+
+
 # -- max_pool2d: which element won, not the values ----------------------------------------
 
 
