@@ -192,6 +192,61 @@ def test_cross_entropy_keeping_the_logits_and_building_the_one_hot_in_backward_p
     assert "saved 2 tensors of 101,000 elements" in _passes(stages, "follow_up_saved")
 
 
+# -- conv2d: x and the weight, not the unfolded input -------------------------------------
+
+
+def test_conv2d_keeping_the_unfolded_input_fails_save_less():
+    wrong = _stages("conv2d", "save_less", WRONG / "conv2d" / "saves_unfolded_input.py")
+    message = _fails_only(wrong, "follow_up_saved")
+    # (4, 16·3·3, 32·32) columns: nine times x, and the weight.
+    assert "saved 2 tensors of 592,128 elements" in message, message
+    assert "budget 1.5 × `x` = 98,304 elements" in message
+    right = _stages("conv2d", "save_less", REPO / "solutions" / "conv2d.py")
+    assert "saved 2 tensors of 67,840 elements" in _passes(right, "follow_up_saved")
+
+
+CONV2D_PADDED_IM2COL = """
+import torch
+import torch.nn.functional as F
+
+
+class MyConv2d(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, stride, padding):
+        n, _, h, w = x.shape
+        c_out, _, kh, kw = weight.shape
+        xp = F.pad(x, (padding,) * 4)
+        ho = (h + 2 * padding - kh) // stride + 1
+        wo = (w + 2 * padding - kw) // stride + 1
+        columns = F.unfold(xp, (kh, kw), stride=stride)
+        out = weight.reshape(c_out, -1) @ columns + bias.view(1, c_out, 1)
+        ctx.save_for_backward(xp, weight, bias)
+        ctx.stride, ctx.padding = stride, padding
+        return out.reshape(n, c_out, ho, wo)
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        xp, weight, _ = ctx.saved_tensors
+        s, p = ctx.stride, ctx.padding
+        n, c_out = grad_output.shape[:2]
+        kh, kw = weight.shape[2:]
+        columns = F.unfold(xp, (kh, kw), stride=s)
+        g = grad_output.reshape(n, c_out, -1)
+        grad_xp = F.fold(weight.reshape(c_out, -1).T @ g, xp.shape[2:], (kh, kw), stride=s)
+        grad_x = grad_xp[:, :, p : xp.shape[2] - p, p : xp.shape[3] - p]
+        grad_weight = (g @ columns.transpose(1, 2)).sum(0).reshape(weight.shape)
+        return grad_x, grad_weight, grad_output.sum((0, 2, 3)), None, None
+"""
+
+
+def test_conv2d_by_im2col_keeping_the_padded_input_weight_and_bias_passes_save_less(
+    write_file: Callable[[str, str], Path],
+):
+    stages = _stages("conv2d", "save_less", write_file("d.py", CONV2D_PADDED_IM2COL))
+    # 4 · 16 · 34 · 34 padded values, the weight and the bias: 1.16 × x.
+    assert "saved 3 tensors of 76,304 elements" in _passes(stages, "follow_up_saved")
+
+
 # -- max_pool2d: which element won, not the values ----------------------------------------
 
 
