@@ -348,3 +348,17 @@ def test_gelu_with_sech_squared_from_cosh_in_backward_passes_twice_differentiabl
     stages = _stages("gelu", "twice_differentiable", write_file("f.py", GELU_BY_COSH))
     _passes(stages, "second_order")
     _passes(stages, "double_backward")
+
+
+def test_the_readme_lists_every_follow_up_of_the_catalogue_with_its_exercises():
+    from tests.conftest import CATALOG
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    table = readme[readme.index("The exercises with follow-ups, and what each asks:") :]
+    table = table[: table.index("\n\n", table.index("| exercise |"))]
+    listed = set()
+    rows = [line for line in table.splitlines() if line.startswith("|")]
+    for line in rows[2:]:  # after the header and its rule
+        exercises, follow_up = line.split("|")[1:3]
+        listed |= {(e.strip(), follow_up.strip(" `")) for e in exercises.split(",")}
+    assert listed == {(e.id, f.id) for e in CATALOG.all for f in e.follow_ups}
