@@ -129,6 +129,64 @@ def test_saved_memory_fails_a_backward_that_keeps_input_and_output_and_passes_th
     assert "saved 1 tensor of 100,000 elements" in right["follow_up_saved"][1]
 
 
+MAX_POOL2D = REPO / "exercises" / "max_pool2d.yaml"
+WHAT_BACKWARD_NEEDS = {
+    "id": "what_backward_needs",
+    "question": "What does your backward keep? Does it need the values?",
+    "hints": ["Which element won, per window?"],
+    "check": "saved",
+    "at_most": 0.8,
+    "of": "x",
+    "case": {"x": [8, 16, 24, 24], "kernel_size": 2, "stride": 2},
+}
+
+
+def test_a_saved_follow_ups_unit_is_elements_or_bytes_and_only_a_saved_one_has_one():
+    with pytest.raises(SpecError) as error:
+        _with_follow_ups(MAX_POOL2D, [{**WHAT_BACKWARD_NEEDS, "unit": "bits"}])
+    assert "follow_ups[0].unit: 'bits' is not one of: elements, bytes" in error.value.message
+    with pytest.raises(SpecError) as error:
+        working = {k: v for k, v in WHAT_BACKWARD_NEEDS.items() if k != "of"}
+        _with_follow_ups(MAX_POOL2D, [{**working, "check": "working_memory", "unit": "bytes"}])
+    assert "follow_ups[0].unit: is not a known field" in error.value.message, error.value.message
+    assert _with_follow_ups(MAX_POOL2D, [WHAT_BACKWARD_NEEDS]).follow_ups[0].unit == "elements"
+
+
+def test_a_saved_budget_in_bytes_counts_what_each_tensor_weighs_a_bool_a_byte_a_float_four(
+    write_file: Callable[[str, str], Path],
+):
+    from tests.test_follow_ups_core import MAX_POOL2D_WINNER_MASK
+
+    # One bool per element of each 2×2 window: as many elements as x, a quarter of its bytes.
+    mask = write_file("mask.py", MAX_POOL2D_WINNER_MASK)
+    in_bytes = _with_follow_ups(MAX_POOL2D, [{**WHAT_BACKWARD_NEEDS, "unit": "bytes"}])
+    verdict, message = _stages(in_bytes.with_follow_up("what_backward_needs"), mask)[
+        "follow_up_saved"
+    ]
+    assert verdict is Verdict.PASS, message
+    assert "(73,728 bytes); budget 0.8 × `x` = 235,929 bytes" in message, message
+    # x and the output: 92,160 elements, under 235,929, but 368,640 bytes, over it.
+    floats = REPO / "solutions" / "wrong" / "max_pool2d" / "saves_input_and_output.py"
+    verdict, message = _stages(in_bytes.with_follow_up("what_backward_needs"), floats)[
+        "follow_up_saved"
+    ]
+    assert verdict is Verdict.FAIL, message
+    assert "(368,640 bytes); budget 0.8 × `x` = 235,929 bytes" in message, message
+    in_elements = _with_follow_ups(MAX_POOL2D, [WHAT_BACKWARD_NEEDS])
+    verdict, message = _stages(in_elements.with_follow_up("what_backward_needs"), mask)[
+        "follow_up_saved"
+    ]
+    assert verdict is Verdict.FAIL, message
+    assert "saved 1 tensor of 73,728 elements" in message
+    assert "budget 0.8 × `x` = 58,982 elements" in message, message
+    # int64 positions, one per window: 18,432 elements, under 58,982, in 147,456 bytes.
+    reference = REPO / "solutions" / "max_pool2d.py"
+    verdict, message = _stages(in_elements.with_follow_up("what_backward_needs"), reference)[
+        "follow_up_saved"
+    ]
+    assert verdict is Verdict.PASS, message
+
+
 NO_JACOBIAN = {
     "id": "no_jacobian",
     "question": "How much memory does your backward allocate while it runs?",

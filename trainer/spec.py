@@ -142,6 +142,9 @@ class WrongVariant:
 
 # What a follow-up's constraint may be (see docs/spec-format.md, "Follow-ups").
 FOLLOW_UP_KINDS = ("saved", "working_memory", "speed", "double_backward", "domain")
+# What a saved-memory budget counts: elements (a bool counts as a float), or bytes (a
+# bool mask is a quarter of the float32 tensor it marks).
+SAVED_UNITS = ("elements", "bytes")
 
 
 @dataclass
@@ -152,12 +155,14 @@ class FollowUp:
     question: str  # in words, with no answer in it
     hints: tuple[str, ...]
     check: str  # one of FOLLOW_UP_KINDS
-    # saved: elements kept for backward, at most ``at_most`` times the elements of ``of``
-    # (an input's name, ``output`` or ``largest``); working_memory: the peak allocated
-    # during backward, at most ``at_most`` times the largest input or output; speed:
-    # backward's time, at most ``at_most`` times the reference's.
+    # saved: what is kept for backward, in ``unit`` (elements or bytes), at most
+    # ``at_most`` times the same count of ``of`` (an input's name, ``output`` or
+    # ``largest``); working_memory: the peak allocated during backward, at most
+    # ``at_most`` times the largest input or output; speed: backward's time, at most
+    # ``at_most`` times the reference's.
     at_most: float = 0.0
     of: str = "largest"
+    unit: str = "elements"  # check: saved, one of SAVED_UNITS
     case: Case | None = None  # the call measured; by default the largest case
     domain: Mapping[str, tuple[float, float]] = field(default_factory=dict)  # check: domain
 
@@ -600,7 +605,7 @@ def _wrong_variant(node: _Node, declared: Sequence[str]) -> WrongVariant:
 
 # The keys each kind of follow-up takes beyond id, question, hints and check.
 _FOLLOW_UP_KEYS = {
-    "saved": ("of", "case"),
+    "saved": ("of", "unit", "case"),
     "working_memory": ("case",),
     "speed": ("case",),
     "double_backward": (),
@@ -642,6 +647,7 @@ def _follow_up(node: _Node, params: Sequence[Param]) -> FollowUp:
         check=kind,
         at_most=at_most,
         of=node.optional("of", lambda n: n.choice(("largest", "output", *tensors)), "largest"),
+        unit=node.optional("unit", lambda n: n.choice(SAVED_UNITS), "elements"),
         case=node.optional("case", lambda n: _case(n, params), None),
         domain=domain,
     )

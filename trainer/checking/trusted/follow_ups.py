@@ -41,19 +41,24 @@ class _Call:
             self.outputs = evaluate_reference(exercise, self.args)
         self.label = case.describe()
 
-    def elements_of(self, what: str) -> tuple[int, str]:
-        """The elements a budget is relative to, and their name in words."""
+    def size_of(self, what: str, unit: str = "elements") -> tuple[int, str]:
+        """The count a budget is relative to, in ``unit`` (elements or bytes), and what
+        it is in words."""
+
+        def size(tensor: torch.Tensor) -> int:
+            return tensor.numel() * (tensor.element_size() if unit == "bytes" else 1)
+
         inputs = {
             p.name: a
             for p, a in zip(self.params, self.args, strict=True)
             if isinstance(a, torch.Tensor)
         }
         if what == "output":
-            return sum(o.numel() for o in self.outputs), "the output"
+            return sum(size(o) for o in self.outputs), "the output"
         if what in inputs:
-            return inputs[what].numel(), f"`{what}`"
-        sizes = {f"`{n}`": t.numel() for n, t in inputs.items()}
-        sizes["the output"] = max(o.numel() for o in self.outputs)
+            return size(inputs[what]), f"`{what}`"
+        sizes = {f"`{n}`": size(t) for n, t in inputs.items()}
+        sizes["the output"] = max(size(o) for o in self.outputs)
         name = max(sizes, key=lambda n: sizes[n])
         return sizes[name], f"the largest input or output ({name})"
 
@@ -70,23 +75,25 @@ def _times(factor: float) -> str:
 
 
 def saved_stage(checked: Checked) -> StageOutcome:
-    """What forward keeps for backward, against the follow-up's budget in elements."""
+    """What forward keeps for backward, against the follow-up's budget in elements or
+    bytes."""
     follow_up = checked.exercise.follow_up
     assert follow_up is not None
     call = _Call(checked, follow_up)
     reply = checked.sandbox.call(protocol.Saved(args=call.args, requires_grad=call.requires_grad))
     if reply.error is not None:
         return _learner_failed(reply.error, "forward", call.label)
-    base, named = call.elements_of(follow_up.of)
+    base, named = call.size_of(follow_up.of, follow_up.unit)
     budget = follow_up.at_most * base
+    kept = reply.bytes if follow_up.unit == "bytes" else reply.elements
     count = len(reply.kept)
     figures = (
         f"saved {count} tensor{'s' * (count != 1)} of {reply.elements:,} element"
         f"{'s' * (reply.elements != 1)} ({reply.bytes:,} bytes); budget {_times(follow_up.at_most)} "
-        f"{named} = {int(budget):,} elements"
+        f"{named} = {int(budget):,} {follow_up.unit}"
     )
     details = [f"measured on {call.label}: " + (", ".join(reply.kept) or "nothing saved")]
-    if reply.elements > budget:
+    if kept > budget:
         return StageOutcome(
             FAIL,
             f"backward keeps more than it needs: {figures}",
