@@ -1127,8 +1127,20 @@ def _forward_level_open() -> bool:
     return False
 
 
-@functools.cache
+# Whether each op is a kernel, by id, with the op (kept alive: its id is never reused).
+_KERNELS: dict[int, tuple[Any, bool]] = {}
+
+
 def _is_kernel(func: torch._ops.OpOverload) -> bool:
+    known = _KERNELS.get(id(func))
+    if known is not None and known[0] is func:
+        return known[1]
+    kernel = _names_a_kernel(func)
+    _KERNELS[id(func)] = (func, kernel)
+    return kernel
+
+
+def _names_a_kernel(func: torch._ops.OpOverload) -> bool:
     if not isinstance(func, torch._ops.OpOverload):
         return False  # a higher-order op such as torch.cond: its body's ops are seen
     name = func._schema.name.split("::")[-1]

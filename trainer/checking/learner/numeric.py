@@ -41,7 +41,6 @@ NumPy arrays (``math``, ``cmath``), sympy reached through an obfuscated import.
 from __future__ import annotations
 
 import ast
-import functools
 import math
 import sys
 import types
@@ -70,9 +69,22 @@ def _scalar(value: object) -> float | None:
     return None
 
 
-@functools.cache
+# func's kind by id, with func itself (kept alive, so its id is never reused): asked for
+# every op the learner's code runs, where hashing an OpOverload runs Python code.
+_KINDS: dict[int, tuple[Any, str | None]] = {}
+
+
 def _arithmetic(func: Any) -> str | None:
     """ "add", "sub", "div" or "mul" for the aten ops that are one (any overload)."""
+    known = _KINDS.get(id(func))
+    if known is not None and known[0] is func:
+        return known[1]
+    kind = _kind_of(func)
+    _KINDS[id(func)] = (func, kind)
+    return kind
+
+
+def _kind_of(func: Any) -> str | None:
     try:
         name = f"{func._schema.name.split('::')[-1]}.{func._overloadname}"
     except AttributeError:  # a higher-order op
