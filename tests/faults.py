@@ -30,8 +30,8 @@ PLACES = {
     "checker start": "trainer.checking.trusted.proxy:Sandbox.start",
     # The checking server, before it is ready (it imports and warms up the stages).
     "server start": "trainer.checking.trusted.checker:warm_up",
-    # The checking server, serving: it works out a job's plan before forking its checker.
-    "server": "trainer.checking.server:_plan",
+    # The checking server, serving: it hands each job its plan before forking its checker.
+    "server": "trainer.checking.server:plan_for",
     # A learner-side handler: the forward request, after the learner's forward returned.
     "learner handler": "trainer.checking.learner.serve:_advice",
     # A learner-side handler of api_calls.py: mark_dirty's request, as it makes its leaves,

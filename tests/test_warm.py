@@ -119,3 +119,22 @@ def test_the_zygote_imports_only_torch_modules_it_is_asked_for(tmp_path, monkeyp
     monkeypatch.syspath_prepend(str(tmp_path))
     zygote._import_once(["not_torch_probe", "torch.nn"])
     assert "not_torch_probe" not in sys.modules
+
+
+def test_a_single_check_leaves_the_plan_to_its_checker_and_a_service_keeps_it(monkeypatch):
+    """The server is the largest process of a check: one check's plan (tens of MB of
+    allocations) is worked out in its checker, which ends with it; a service that
+    checks again keeps each exercise's plan in the server. With the server's own plan
+    making broken (a fault of ours), a single check does not notice; a service's does."""
+    from tests.faults import server_code, with_fault
+    from trainer.catalog import solution_path
+    from trainer.checking import server
+
+    code = server_code("trainer.checking.server:_plan")  # the plans the server keeps
+    monkeypatch.setattr(server, "bootstrap", with_fault(server.bootstrap, code))
+    exercise = CATALOG.get("relu")
+    single = run_check(exercise, solution_path(exercise))
+    assert single.passed and single.bug is None
+    with CheckingService() as service:
+        kept = run_check(exercise, solution_path(exercise), service=service)
+    assert kept.bug is not None and kept.bug.where == "the checking server", kept.bug

@@ -503,6 +503,7 @@ def _check(
         memory_limit_mb=memory_limit_mb,
         stop_after_failure=stop_after_failure,
         only_stages=list(only_stages),
+        keep_plan=service is not None,
         draw_always=draw_always,
         confine=(limits or HostLimits()).for_job(timeout, _exercise_folders(exercise, solution)),
         token=token,

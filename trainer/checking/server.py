@@ -203,6 +203,12 @@ def _let_go() -> None:
     processes.give_back_free_memory()
 
 
+def plan_for(job: Job | None) -> Any:
+    """The plan the server hands this job's checker: its own kept one when the job asks
+    for it (None: the checker works one out)."""
+    return _plan(job) if job is not None and job.keep_plan else None
+
+
 def _plan(job: Job) -> Any:
     from trainer.checking.trusted.checker import build_job_plan, warm_up_for
 
@@ -254,7 +260,7 @@ def _start_checker(control: socket.socket, to_zygote: socket.socket, fds: list[i
     except (transport.WireError, ValueError, TypeError):
         job = None
     os.close(job_fd)
-    plan = _plan(job) if job else None
+    plan = plan_for(job)
     saved = _reference_saved(job, plan) if job else None
     pid = os.fork()
     if pid == 0:  # the checker of this one job
