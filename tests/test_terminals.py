@@ -68,6 +68,16 @@ def _passed_long_ago(folder: Path) -> None:
         state.progress("sigmoid").passed = True  # an older version's pass: due at once
 
 
+def _follow_up_passed(folder: Path) -> None:
+    from trainer.state import StateStore
+
+    with StateStore(folder / "ws").update() as state:
+        state.current = "softmax"
+        progress = state.progress("softmax")
+        progress.passed = True
+        progress.follow_ups_passed = ["no_jacobian"]
+
+
 def _quiz_keys() -> tuple[tuple[str, str], ...]:
     return ((r"Your answer \(1-\d\): ", "1\n"),) * len(CATALOG.get("sigmoid").quiz)
 
@@ -80,11 +90,21 @@ class Case:
     exit_code: int = 0
     torch: bool = False  # starts a checking server
     prepare: Callable[[Path], None] | None = None
+    rows: int = 40
+    wide: str | None = None  # a regex the screen shows too at 80 columns
 
 
 CASES = {
     "help": Case(("--help",), r"Usage: .*trainer"),
     "list": Case(("list",), r"→ sigmoid"),
+    "list-follow-ups": Case(("list",), r"→ softmax ✔ 1/2", prepare=_follow_up_passed),
+    "list-tall-follow-ups": Case(
+        ("list",),
+        r"→ softmax\s+hard\s+passed",
+        prepare=_follow_up_passed,
+        rows=60,
+        wide=r"F-ups .* → softmax\s+hard\s+passed\s+0/3\s+–\s+–\s+1/2 ",
+    ),
     "start": Case(("start", "relu"), r"Next steps"),
     "next": Case(("next",), r"Next steps"),
     "hint": Case(("hint", "sigmoid"), r"Hint 1 of \d"),
@@ -156,7 +176,7 @@ def test_a_command_that_draws_works_in_a_terminal_and_leaves_it_as_it_was(
     env = {"TRAINER_WORKSPACE": str(isolated_workspace)}
     if no_color:
         env["NO_COLOR"] = "1"
-    terminal = Terminal(*case.args, cwd=tmp_path, env=env, columns=columns, rows=40)
+    terminal = Terminal(*case.args, cwd=tmp_path, env=env, columns=columns, rows=case.rows)
     try:
         typed_at = 0
         for pattern, keys in case.keys:
@@ -169,6 +189,8 @@ def test_a_command_that_draws_works_in_a_terminal_and_leaves_it_as_it_was(
             assert crash not in shown, shown[-3000:]
         assert code == case.exit_code, shown[-3000:]
         assert re.search(case.shows, " ".join(shown.split())), shown[-3000:]
+        if case.wide is not None and columns >= 80:
+            assert re.search(case.wide, " ".join(shown.split())), shown[-3000:]
         assert terminal.left_changed() == [], shown[-3000:]
     finally:
         terminal.close()

@@ -659,8 +659,9 @@ def exercise_list(exercises: Sequence[Exercise], state: State, workspace: Path |
     screen.
 
     Columns are dropped as the terminal narrows (title first, then the best timed
-    interview, whether the solution was seen, quiz and hints), so that no line wraps:
-    at 80 columns every column but the title fits.
+    interview, the follow-ups passed, whether the solution was seen, quiz and hints),
+    so that no line wraps: at 80 columns every column but the title and the best timed
+    interview fits.
     """
     from trainer.spec import OTHER_TRACK
 
@@ -678,6 +679,7 @@ def exercise_list(exercises: Sequence[Exercise], state: State, workspace: Path |
         ("Hints", 5, True),
         ("Quiz", 5, True),
         ("Sol.", 4, False),
+        ("F-ups", 5, True),
         ("Timed", 7, True),
     ]
     fixed = track_width + 3  # the track, then the current-exercise marker and its space
@@ -731,12 +733,22 @@ def exercise_list(exercises: Sequence[Exercise], state: State, workspace: Path |
             _text(f"{progress.hints_shown}/{len(exercise.hints)}"),
             _text(quiz),
             _text("seen", style="yellow") if progress.solution_seen else _text("–", style="dim"),
+            _follow_up_tally(exercise, progress),
             _text(_best_interview(progress.best_interview)),
         ][: len(columns)]
         cells.append(_text(exercise.title, style="dim"))
         marker = "→" if state.current == exercise.id else " "
         out.print(line(shown_track, cells, marker), no_wrap=True, crop=True)
     out.print(_list_footer(exercises, passed, state, workspace))
+
+
+def _follow_up_tally(exercise: Exercise, progress: Progress) -> Text:
+    """The follow-ups passed of the exercise's ("1/2"; green when all are); nothing for an
+    exercise without follow-ups."""
+    from trainer.follow_ups import status
+
+    where = status(exercise, progress)
+    return _text(where.tally or "", style="green" if where.all_passed else "")
 
 
 def _list_footer(
@@ -755,8 +767,8 @@ def _list_footer(
 def _exercise_grid(exercises: Sequence[Exercise], state: State, workspace: Path | None) -> None:
     """The list on a screen too short for a line per exercise (a taller one shows hints,
     quiz and level too): each track's exercises side by side, each with what the learner
-    did (✔ passed, ○ started, "seen": the solution was looked at); the track's id begins
-    its first line."""
+    did (✔ passed, then its follow-ups passed of how many, ○ started, "seen": the solution
+    was looked at); the track's id begins its first line."""
     from trainer.spec import OTHER_TRACK
 
     width = out.width
@@ -770,6 +782,8 @@ def _exercise_grid(exercises: Sequence[Exercise], state: State, workspace: Path 
         cell.append(exercise.id)
         if progress.passed:
             cell.append(" ✔", style="green")
+            if exercise.follow_ups:
+                cell.append(" ").append_text(_follow_up_tally(exercise, progress))
         elif progress.started:
             cell.append(" ○", style="yellow")
         if progress.solution_seen:
@@ -779,7 +793,7 @@ def _exercise_grid(exercises: Sequence[Exercise], state: State, workspace: Path 
     per_row = max(1, (width - track_width - 1) // cell_width)
     out.print(
         _text("Track".ljust(track_width + 1), style="bold")
-        + _text("Exercises (✔ passed, ○ started, seen: solution seen, → current)", style="bold"),
+        + _text("✔ passed, 1/2 follow-ups, ○ started, seen: solution, → current", style="bold"),
         no_wrap=True,
         crop=True,
     )

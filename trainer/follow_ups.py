@@ -18,6 +18,16 @@ class FollowUpStatus:
     passed: tuple[str, ...]  # ids, in the spec's order
     total: int
 
+    @property
+    def tally(self) -> str | None:
+        """How many are passed of how many ("1/2", as `trainer list` shows it); None for
+        an exercise without follow-ups."""
+        return f"{len(self.passed)}/{self.total}" if self.total else None
+
+    @property
+    def all_passed(self) -> bool:
+        return bool(self.total) and len(self.passed) == self.total
+
 
 def status(exercise: Exercise, progress: Progress) -> FollowUpStatus:
     ids = [f.id for f in exercise.follow_ups]

@@ -286,7 +286,19 @@ def derivation(exercise_id: str, text: str) -> Shown:
 
 
 def exercise_list(exercises: Sequence[Exercise], state: State) -> list[Shown]:
-    head = ["", "Exercise", "Title", "Difficulty", "Status", "Hints", "Quiz", "Interview"]
+    from trainer.follow_ups import status as follow_ups
+
+    head = [
+        "",
+        "Exercise",
+        "Title",
+        "Difficulty",
+        "Status",
+        "Follow-ups",
+        "Hints",
+        "Quiz",
+        "Interview",
+    ]
     rows: list[list[str]] = []
     passed = 0
     for exercise in exercises:
@@ -307,6 +319,7 @@ def exercise_list(exercises: Sequence[Exercise], state: State) -> list[Shown]:
                 exercise.title,
                 exercise.difficulty,
                 status,
+                follow_ups(exercise, progress).tally or "",
                 f"{progress.hints_shown}/{len(exercise.hints)}",
                 quiz,
                 interview,
