@@ -83,3 +83,186 @@ def test_the_notebook_list_has_a_follow_ups_column(isolated_workspace: Path):
     row = _line_of(table.text, "softmax")
     assert re.search(r"✔ passed\s+1/2\s+0/3", row), row
     assert "1/2" in _line_of(table.text, "softmax") and "/2" not in _line_of(table.text, "relu")
+
+
+# The interview ---------------------------------------------------------------------------
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.now = 1_000_000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    from trainer import interview
+
+    fake = _Clock()
+    monkeypatch.setattr(interview, "CLOCK", fake)
+    return fake
+
+
+SOFTMAX_FOLLOW_UPS = ("no_jacobian", "fast")
+
+
+def _interview_on_softmax(workspace: Path, minutes: float = 30) -> StateStore:
+    from trainer import interview
+
+    workspace.mkdir(exist_ok=True)
+    store = StateStore(workspace)
+    interview.begin(store, CATALOG.get("softmax"), minutes)
+    return store
+
+
+def test_an_interview_pass_asks_the_next_follow_up_not_passed_takes_it_up_and_goes_on(
+    isolated_workspace: Path, clock: _Clock
+):
+    from trainer.interview import record_check
+
+    store = _interview_on_softmax(isolated_workspace)
+    with store.update() as state:
+        state.progress("softmax").follow_ups_passed = ["no_jacobian"]
+    clock.now += 300
+    counted = record_check(store, "softmax", True, follow_ups=SOFTMAX_FOLLOW_UPS)
+    assert counted.asked == "fast" and counted.ended is None
+    assert counted.left == 25 * 60
+    state = store.load()
+    assert state.interview is not None and state.interview.follow_up == "fast"
+    assert state.interview.passed_after == 300
+    assert state.progress("softmax").follow_up == "fast"  # taken up: checks grade it
+    assert state.progress("softmax").passed
+
+
+def test_the_interview_ends_when_its_follow_up_passes_and_says_it_was_answered(
+    isolated_workspace: Path, clock: _Clock
+):
+    from trainer.interview import record_check
+
+    store = _interview_on_softmax(isolated_workspace)
+    clock.now += 300
+    record_check(store, "softmax", True, follow_ups=SOFTMAX_FOLLOW_UPS)
+    clock.now += 60
+    assert record_check(store, "softmax", False, follow_ups=SOFTMAX_FOLLOW_UPS).ended is None
+    clock.now += 100
+    ended = record_check(store, "softmax", True, follow_ups=SOFTMAX_FOLLOW_UPS).ended
+    assert ended is not None and ended.passed and ended.follow_up_answered
+    assert (ended.seconds, ended.follow_up_seconds, ended.checks) == (300, 160, 3)
+    assert ended.follow_up_words == "no_jacobian: answered 2:40 after the pass"
+    state = store.load()
+    assert state.interview is None
+    best = state.progress("softmax").best_interview
+    assert best is not None and best["follow_up_outcome"] == "answered"
+
+
+def test_a_follow_up_left_unanswered_when_the_time_is_up_leaves_the_interview_passed(
+    isolated_workspace: Path, clock: _Clock
+):
+    from trainer.interview import expire_if_due, record_check
+
+    store = _interview_on_softmax(isolated_workspace, minutes=10)
+    clock.now += 240
+    record_check(store, "softmax", True, follow_ups=SOFTMAX_FOLLOW_UPS)
+    clock.now += 11 * 60
+    ended = expire_if_due(store)
+    assert ended is not None and ended.reason == "passed" and ended.seconds == 240
+    assert not ended.follow_up_answered
+    assert ended.follow_up_words == "no_jacobian: not answered (time up 6:00 after the pass)"
+
+
+def test_an_interview_on_an_exercise_whose_follow_ups_are_all_passed_ends_on_the_pass(
+    isolated_workspace: Path, clock: _Clock
+):
+    from trainer.interview import record_check
+
+    store = _interview_on_softmax(isolated_workspace)
+    with store.update() as state:
+        state.progress("softmax").follow_ups_passed = list(SOFTMAX_FOLLOW_UPS)
+    counted = record_check(store, "softmax", True, follow_ups=SOFTMAX_FOLLOW_UPS)
+    assert counted.asked is None and counted.ended is not None
+    assert counted.ended.follow_up is None and counted.ended.follow_up_words is None
+
+
+def test_before_its_pass_an_interview_checks_the_exercise_without_the_follow_up_taken_up(
+    isolated_workspace: Path, clock: _Clock
+):
+    from trainer.interview import record_check
+    from trainer.session import Session
+
+    store = _interview_on_softmax(isolated_workspace)
+    with store.update() as state:
+        state.progress("softmax").follow_up = "fast"  # taken up before the interview
+    softmax = CATALOG.get("softmax")
+    assert Session().checked_exercise(softmax).active_follow_up is None
+    record_check(store, "softmax", True, follow_ups=SOFTMAX_FOLLOW_UPS)
+    assert Session().checked_exercise(softmax).active_follow_up == "no_jacobian"
+    with store.update() as state:
+        state.interview = None
+    assert Session().checked_exercise(softmax).active_follow_up == "no_jacobian"
+
+
+def test_the_interview_summary_has_a_follow_up_row_at_80_columns_and_in_the_notebook():
+    from trainer.interview import InterviewSummary
+    from trainer.notebook_view import interview_summary
+
+    summary = InterviewSummary(
+        "softmax", "passed", 300, 30, 3, 0, "no_jacobian", "stopped", 75
+    )  # fmt: skip
+    with console.captured(80) as shown:
+        console.interview_summary(summary)
+    assert re.search(
+        r"Follow-up\s+│ no_jacobian: not answered \(stopped 1:15 after the pass\)", shown.getvalue()
+    )
+    words = interview_summary(summary).text
+    assert "hints used: 0; follow-up no_jacobian: not answered (stopped 1:15 after" in words
+
+
+def test_stats_say_whether_an_interview_s_follow_up_was_answered(
+    isolated_workspace: Path, clock: _Clock
+):
+    from trainer.charts import stats_text
+    from trainer.interview import record_check
+    from trainer.stats import compute
+
+    store = _interview_on_softmax(isolated_workspace)
+    clock.now += 600
+    record_check(store, "softmax", True, follow_ups=SOFTMAX_FOLLOW_UPS)
+    record_check(store, "softmax", True, follow_ups=SOFTMAX_FOLLOW_UPS)
+    text = " ".join(" ".join(stats_text(compute(store.load(), CATALOG.all), 80)).split())
+    assert "softmax: passed in 10 min of 30 min; follow-up no_jacobian answered" in text
+
+
+def test_an_interview_on_softmax_asks_a_follow_up_after_the_pass_and_ends_when_it_is_answered(
+    isolated_workspace: Path, clock: _Clock, warm_commands: None
+):
+    import shutil
+
+    from tests.conftest import REPO, run_cli
+
+    started = run_cli("interview", "softmax", "--minutes", "30")
+    assert "After the pass the interviewer asks a follow-up" in " ".join(started.stdout.split())
+    answer = isolated_workspace / "interview" / "softmax.py"
+    shutil.copy(REPO / "solutions" / "wrong" / "softmax" / "builds_the_jacobian.py", answer)
+    clock.now += 120
+    passed = run_cli("check")
+    words = " ".join(passed.stdout.split())
+    assert passed.exit_code == 0, words
+    assert "The interviewer asks a follow-up, 28:00 left: the interview ends when" in words
+    assert "Follow-up 1 of 2: no_jacobian" in words
+    assert "Interview on softmax" not in words and "(2 left)" not in words
+    failing = run_cli("check")
+    words = " ".join(failing.stdout.split())
+    assert failing.exit_code == 1
+    assert "backward's working memory is too large" in words and "Interview: 28:00 left." in words
+    shutil.copy(REPO / "solutions" / "softmax.py", answer)
+    clock.now += 60
+    answered = run_cli("check")
+    assert answered.exit_code == 0
+    assert "Interview on softmax: passed" in answered.stdout
+    assert re.search(r"Time taken\s*│\s*2:00 of 30:00", answered.stdout)
+    assert re.search(r"Follow-up\s*│\s*no_jacobian: answered 1:00 after the pass", answered.stdout)
+    assert "The interviewer has a follow-up question (1 left)" in " ".join(answered.stdout.split())
+    progress = StateStore(isolated_workspace).load().progress("softmax")
+    assert progress.follow_ups_passed == ["no_jacobian"]

@@ -78,6 +78,20 @@ def _follow_up_passed(folder: Path) -> None:
         progress.follow_ups_passed = ["no_jacobian"]
 
 
+def _interview_on_softmax_solved(folder: Path) -> None:
+    assert run_cli("interview", "softmax", "--minutes", "30").exit_code == 0
+    right = (REPO / "solutions" / "softmax.py").read_text()
+    (folder / "ws" / "interview" / "softmax.py").write_text(right)
+
+
+def _interview_follow_up_asked(folder: Path) -> None:
+    from trainer.interview import record_check
+    from trainer.state import StateStore
+
+    assert run_cli("interview", "softmax", "--minutes", "30").exit_code == 0
+    record_check(StateStore(folder / "ws"), "softmax", True, follow_ups=("no_jacobian",))
+
+
 def _quiz_keys() -> tuple[tuple[str, str], ...]:
     return ((r"Your answer \(1-\d\): ", "1\n"),) * len(CATALOG.get("sigmoid").quiz)
 
@@ -122,6 +136,14 @@ CASES = {
     "reset": Case(("reset", "--all"), r"Nothing was reset", keys=((r"\[y/N\]", "n\n"),)),
     "interview": Case(("interview", "relu", "--minutes", "5"), r"Interview started"),
     "interview-stop": Case(("interview", "--stop"), r"Hints used", prepare=_interview),
+    "interview-follow-ups": Case(
+        ("interview", "softmax", "--minutes", "5"), r"After the pass the interviewer asks"
+    ),
+    "interview-stop-follow-up": Case(
+        ("interview", "--stop"),
+        r"Interview on softmax: passed.*Follow-up .*no_jacobian: not answered \(stopped",
+        prepare=_interview_follow_up_asked,
+    ),
     "new": Case(("new", "quadruple", "--root", "more"), r"validate this exercise"),
     "classroom-init": Case(("classroom", "init", "sigmoid", "--dir", "."), r"points? in all"),
     "wheel": Case(("wheel", "--dir", "dist"), r"Install it with: pip install"),
@@ -135,6 +157,12 @@ CASES = {
         torch=True,
     ),
     "check": Case(("check",), r"stages? failed", exit_code=1, torch=True),
+    "check-interview-follow-up": Case(
+        ("check",),
+        r"The interviewer asks a follow-up.*Follow-up 1 of 2: no_jacobian.*Change your file",
+        torch=True,
+        prepare=_interview_on_softmax_solved,
+    ),
     "plot": Case(("plot",), r"Slope of your gradient", torch=True),
     "watch": Case(
         ("watch",), r"Stopped watching", keys=((r"Watching for saves", "q"),), torch=True

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from trainer.authoring import Validation
     from trainer.checking.report import CheckReport, ProtectionLevel, StageResult
     from trainer.explain import AfterCheck, Derivation
+    from trainer.follow_ups import FollowUpCheck
     from trainer.gradebook import Gradebook
     from trainer.interview import InterviewSummary
     from trainer.review import Agenda, DueQuestion, ReviewStart
@@ -1064,10 +1065,15 @@ def after_pass_derivation(after: AfterCheck) -> None:
 
 
 def interview_started(exercise: Exercise, minutes: float) -> None:
+    after = (
+        " After the pass the interviewer asks a follow-up, in the time left."
+        if exercise.follow_ups
+        else ""
+    )
     out.print(
         f"\n[bold magenta]Interview started on {exercise.id}: {plural(minutes, 'minute')}.[/] Every "
-        "[bold]trainer check[/] shows the time left; hints are allowed but counted. "
-        "End early with [bold]trainer interview --stop[/]."
+        "[bold]trainer check[/] shows the time left; hints are allowed but counted."
+        f"{after} End early with [bold]trainer interview --stop[/]."
     )
 
 
@@ -1083,6 +1089,8 @@ def interview_summary(summary: InterviewSummary) -> None:
     table.add_row("Time taken", f"{_clock(summary.seconds)} of {_clock(summary.minutes * 60)}")
     table.add_row("Checks run", str(summary.checks))
     table.add_row("Hints used", str(summary.hints))
+    if summary.follow_up_words is not None:
+        table.add_row("Follow-up", summary.follow_up_words)
     out.print(table)
 
 
@@ -1374,15 +1382,26 @@ def no_follow_up(exercise: Exercise, passed: int) -> None:
         plain(f"Every follow-up of {exercise.id} is passed ({passed} of {passed}).")
 
 
-def follow_up_after_check(exercise: Exercise, passed: bool, left: int) -> None:
+def follow_up_after_check(found: FollowUpCheck) -> None:
     """After a check: a passed follow-up, or the next question waiting."""
-    if exercise.active_follow_up is not None and passed:
-        plain(f"Follow-up {exercise.active_follow_up} passed.")
-    if passed and left:
+    if found.graded is not None and found.passed:
+        plain(f"Follow-up {found.graded.id} passed.")
+    if found.waiting:
         plain(
             textwrap.fill(
-                f"The interviewer has a follow-up question ({left} left): "
-                f"trainer followup {exercise.id}",
+                f"The interviewer has a follow-up question ({found.left} left): "
+                f"trainer followup {found.exercise}",
                 79,
             )
         )
+
+
+def interview_follow_up(exercise: Exercise, found: FollowUpCheck, left: float | None) -> None:
+    """The interview's pass: the interviewer asks a follow-up, in the time left."""
+    assert found.asked is not None
+    time_left = f", {_clock(left)} left" if left is not None else ""
+    out.print(
+        f"[bold magenta]The interviewer asks a follow-up{time_left}:[/] the interview ends "
+        "when it passes or the time is up."
+    )
+    follow_up_question(exercise, found.asked, found.asked_number)

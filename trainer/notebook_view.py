@@ -378,9 +378,12 @@ def interview_summary(summary: InterviewSummary) -> Shown:
     from trainer.interview import format_duration
 
     taken = f"{format_duration(summary.seconds)} of {format_duration(summary.minutes * 60)}"
+    follow_up = (
+        f"; follow-up {summary.follow_up_words}" if summary.follow_up_words is not None else ""
+    )
     return _md(
         f"**Interview on {summary.exercise}: {summary.reason}.** Time taken: {taken}; "
-        f"checks run: {summary.checks}; hints used: {summary.hints}."
+        f"checks run: {summary.checks}; hints used: {summary.hints}{follow_up}."
     )
 
 
