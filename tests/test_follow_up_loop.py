@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CATALOG
+from tests.conftest import CATALOG, REPO, run_cli
 from trainer import console
+from trainer.notebook import Command, TrainerMagics, parse
 from trainer.state import State, StateStore
 
 
@@ -239,8 +240,6 @@ def test_an_interview_on_softmax_asks_a_follow_up_after_the_pass_and_ends_when_i
 ):
     import shutil
 
-    from tests.conftest import REPO, run_cli
-
     started = run_cli("interview", "softmax", "--minutes", "30")
     assert "After the pass the interviewer asks a follow-up" in " ".join(started.stdout.split())
     answer = isolated_workspace / "interview" / "softmax.py"
@@ -266,3 +265,183 @@ def test_an_interview_on_softmax_asks_a_follow_up_after_the_pass_and_ends_when_i
     assert "The interviewer has a follow-up question (1 left)" in " ".join(answered.stdout.split())
     progress = StateStore(isolated_workspace).load().progress("softmax")
     assert progress.follow_ups_passed == ["no_jacobian"]
+
+
+# The notebook and the check() API -----------------------------------------------------------
+
+
+class _Shell:
+    def __init__(self) -> None:
+        self.user_ns: dict[str, object] = {}
+
+    def set_next_input(self, s: str, replace: bool = False) -> None:
+        pass
+
+
+def _headless(prompt: str) -> str:
+    raise EOFError
+
+
+@pytest.fixture
+def notebook() -> tuple[TrainerMagics, list[object]]:
+    shown: list[object] = []
+    return TrainerMagics(_Shell(), display=shown.append, ask=_headless), shown
+
+
+def _said(shown: list[object]) -> str:
+    from trainer.notebook_view import Shown
+
+    return "\n".join(repr(item) if isinstance(item, Shown) else str(item) for item in shown)
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("followup", Command("followup")),
+        ("followup softmax --list", Command("followup", "softmax", show_list=True)),
+        ("explain softmax", Command("explain", "softmax")),
+        ("explain --force -w ws", Command("explain", force=True, workspace=Path("ws"))),
+    ],
+)
+def test_the_followup_and_explain_magics_parse_as_the_commands_do(line, expected):
+    assert parse(line, cell=False) == expected
+
+
+def test_the_followup_magic_asks_the_next_question_takes_it_up_and_lists_them_all(
+    notebook, isolated_workspace: Path
+):
+    magic, shown = notebook
+    magic.trainer("followup softmax")
+    said = _said(shown)
+    assert "**Follow-up 1 of 2: no_jacobian**" in said
+    assert "> Your backward is right. How much memory does it allocate" in said
+    assert "Hint 2: Write the product for one element" in said
+    assert 'grades it too, as the stage "Follow-up: working memory"' in said
+    assert "`%trainer check softmax`" in said
+    assert StateStore(isolated_workspace).load().progress("softmax").follow_up == "no_jacobian"
+    shown.clear()
+    magic.trainer("followup softmax --list")
+    assert _said(shown).splitlines()[:2] == [
+        "1. **no_jacobian** (taken up): Your backward is right. How much memory does it "
+        "allocate while it runs, on a batch of long rows? Would it still fit for rows of "
+        "50,000 classes?",
+        "2. **fast**: How long does your backward take on a batch of thousands of short rows, "
+        "compared with torch's own softmax backward?",
+    ]
+    shown.clear()
+    magic.trainer("followup relu")
+    assert _said(shown) == "The interviewer has no follow-up for relu."
+
+
+def test_the_explain_magic_shows_the_derivation_after_a_pass_and_before_one_only_when_forced(
+    notebook, isolated_workspace: Path
+):
+    from IPython.core.error import UsageError
+
+    magic, shown = notebook
+    magic.trainer("start softmax")
+    shown.clear()
+    with pytest.raises(UsageError, match=r"see it anyway with `%trainer explain softmax --force`"):
+        magic.trainer("explain")
+    assert StateStore(isolated_workspace).load().progress("softmax").hints_shown == 0
+    magic.trainer("explain --force")
+    assert _said(shown).startswith("How the gradient is derived: softmax (not passed yet)\n\n")
+    hints = len(CATALOG.get("softmax").hints)
+    assert StateStore(isolated_workspace).load().progress("softmax").hints_shown == hints
+    with StateStore(isolated_workspace).update() as state:
+        state.progress("softmax").passed = True
+    shown.clear()
+    magic.trainer("explain softmax")
+    (derivation,) = shown
+    assert _said(shown).startswith("How the gradient is derived: softmax\n\n")
+    assert "∂L/∂x = y ⊙ (g − Σ g ⊙ y)" in _said(shown)
+    assert "<pre>" in (getattr(derivation, "html", None) or "")
+
+
+def test_the_explain_magic_asks_before_a_pass_where_the_notebook_can_answer(isolated_workspace):
+    shown: list[object] = []
+    answers = iter(["n", "y"])
+    magic = TrainerMagics(_Shell(), display=shown.append, ask=lambda _: next(answers))
+    magic.trainer("explain softmax")
+    assert _said(shown) == "Good call. `%trainer hint softmax` reveals one more hint."
+    magic.trainer("explain softmax")
+    assert "How the gradient is derived: softmax (not passed yet)" in _said(shown)
+
+
+JACOBIAN = (REPO / "solutions" / "wrong" / "softmax" / "builds_the_jacobian.py").read_text()
+RIGHT = (REPO / "solutions" / "softmax.py").read_text()
+
+
+@pytest.fixture
+def warm_server(warm_commands: None) -> Iterator[None]:
+    from trainer.api import close_service
+
+    yield
+    close_service()
+
+
+def test_a_notebook_check_says_a_follow_up_waits_then_grades_it_as_its_own_stage(
+    notebook, isolated_workspace: Path, warm_server: None
+):
+    magic, _ = notebook
+    first = magic.run(parse("check softmax", cell=True), JACOBIAN)
+    assert first is not None and first.passed
+    assert first.follow_up is not None and first.follow_up.graded is None
+    assert "The interviewer has a follow-up question (2 left): `%trainer followup softmax`." in (
+        first.advice
+    )
+    magic.trainer("followup")
+    failing = magic.run(parse("check softmax", cell=True), JACOBIAN)
+    assert failing is not None and not failing.passed
+    assert failing.follow_up is not None and failing.follow_up.graded is not None
+    assert failing.follow_up.graded.id == "no_jacobian"
+    (stage,) = failing.follow_up.stages
+    assert (stage.title, stage.verdict.value) == ("Follow-up: working memory", "fail")
+    assert "backward's working memory is too large" in stage.message
+    assert "Follow-up: working memory" in (failing._repr_html_() or "")
+    passing = magic.run(parse("check softmax", cell=True), RIGHT)
+    assert passing is not None and passing.passed
+    assert passing.advice.startswith(
+        "Follow-up no_jacobian passed. The interviewer has a follow-up question (1 left): "
+        "`%trainer followup softmax`."
+    )
+    assert passing.to_dict()["follow_up"] == {
+        "id": "no_jacobian",
+        "stages": ["follow_up_memory"],
+        "passed": True,
+        "left": 1,
+        "asked": None,
+    }
+    assert "Follow-up no_jacobian passed." in str(passing)
+
+
+def test_the_check_api_grades_the_follow_up_taken_up_as_trainer_check_does(
+    isolated_workspace: Path, warm_server: None, write_file
+):
+    from trainer import check
+
+    assert run_cli("followup", "softmax").exit_code == 0
+    report = check("softmax", write_file("answer.py", JACOBIAN))
+    assert not report.passed
+    assert report.failure is not None and report.failure.id == "follow_up_memory"
+    assert report.follow_up is not None and not report.follow_up.passed
+    assert [s.id for s in report.follow_up.stages] == ["follow_up_memory"]
+    assert report.to_dict()["follow_up"]["id"] == "no_jacobian"
+
+
+def test_a_notebook_check_that_passes_an_interview_shows_the_interviewer_s_follow_up(
+    notebook, isolated_workspace: Path, clock: _Clock, warm_server: None
+):
+    magic, shown = notebook
+    _interview_on_softmax(isolated_workspace)
+    report = magic.run(parse("check softmax", cell=True), RIGHT)
+    assert report is not None and report.passed
+    assert report.follow_up is not None and report.follow_up.asked is not None
+    assert report.advice.startswith(
+        "The interviewer asks a follow-up, no_jacobian (`%trainer followup softmax` shows it "
+        "again): every check grades it from now on."
+    )
+    said = _said(shown)
+    assert said.rindex("**Follow-up 1 of 2: no_jacobian**") > said.rindex("Checked softmax.py")
+    state = StateStore(isolated_workspace).load()
+    assert state.interview is not None and state.interview.follow_up == "no_jacobian"

@@ -1349,6 +1349,8 @@ def pictures(report: CheckReport, plot: bool | None) -> bool:
 
 def follow_up_question(exercise: Exercise, follow_up: FollowUp, number: int) -> None:
     """The question, its hints, and how it is checked from now on."""
+    from trainer.follow_ups import stage_title
+
     total = len(exercise.follow_ups)
     plain(_plain_box(f"Follow-up {number} of {total}: {follow_up.id}", follow_up.question))
     for index, text in enumerate(follow_up.hints, start=1):
@@ -1356,16 +1358,10 @@ def follow_up_question(exercise: Exercise, follow_up: FollowUp, number: int) -> 
     plain(
         textwrap.fill(
             f"From now on trainer check {exercise.id} grades it too, as the stage "
-            f'"{follow_up_title(follow_up)}". Change your file, then check.',
+            f'"{stage_title(follow_up)}". Change your file, then check.',
             79,
         )
     )
-
-
-def follow_up_title(follow_up: FollowUp) -> str:
-    from trainer.vocabulary import STAGE_BY_ID, follow_up_stages
-
-    return " and ".join(STAGE_BY_ID[s].title for s in follow_up_stages(follow_up.check))
 
 
 def follow_up_list(exercise: Exercise, passed: Sequence[str], active: str | None) -> None:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from trainer.spec import Exercise, FollowUp
 from trainer.state import Progress, StateStore
-from trainer.vocabulary import follow_up_stages
+from trainer.vocabulary import STAGE_BY_ID, follow_up_stages
 
 if TYPE_CHECKING:
     from trainer.checking.report import CheckReport, StageResult
@@ -54,6 +54,31 @@ def take_up(store: StateStore, exercise: Exercise, follow_up: FollowUp) -> None:
     """From now on, every check of ``exercise`` grades ``follow_up`` too."""
     with store.update() as state:
         state.progress(exercise.id).follow_up = follow_up.id
+
+
+@dataclass(frozen=True)
+class Question:
+    """What `followup` asks: the next follow-up and its place, or None when none is left."""
+
+    follow_up: FollowUp | None
+    number: int  # from 1, among the exercise's follow-ups; 0 when there is none
+    passed: int  # follow-ups passed so far
+
+
+def ask_next(store: StateStore, exercise: Exercise) -> Question:
+    """The next follow-up of ``exercise`` (:func:`next_follow_up`), taken up."""
+    progress = store.load().progress(exercise.id)
+    passed = len(status(exercise, progress).passed)
+    follow_up = next_follow_up(exercise, progress)
+    if follow_up is None:
+        return Question(None, 0, passed)
+    take_up(store, exercise, follow_up)
+    return Question(follow_up, exercise.follow_ups.index(follow_up) + 1, passed)
+
+
+def stage_title(follow_up: FollowUp) -> str:
+    """The stage that grades ``follow_up`` as a check names it: "Follow-up: speed"."""
+    return " and ".join(STAGE_BY_ID[s].title for s in follow_up_stages(follow_up.check))
 
 
 def checked_exercise(
