@@ -5,6 +5,7 @@ its follow-up, and a right one that passes it."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -287,7 +288,7 @@ def test_validate_runs_only_the_follow_ups_stages_on_the_reference_and_still_cat
     ), result.solution
 
 
-def test_after_a_pass_check_names_the_follow_up_and_followup_takes_it_up_until_it_is_passed(
+def test_after_a_pass_check_names_the_follow_up_followup_takes_it_up_until_passed_and_list_counts_it(
     isolated_workspace: Path,
 ):
     import shutil
@@ -320,6 +321,8 @@ def test_after_a_pass_check_names_the_follow_up_and_followup_takes_it_up_until_i
     assert progress.follow_ups_passed == ["no_jacobian"]
     listed = run_cli("followup", "softmax", "--list").stdout
     assert "1. no_jacobian (passed)" in listed and "2. fast" in listed
+    (row,) = [line for line in run_cli("list").stdout.splitlines() if " softmax " in line]
+    assert re.search(r"softmax\s+hard\s+passed\s+.*\s1/2\s", row), row
 
 
 def test_a_follow_up_shares_the_plan_of_its_exercise_unless_it_changes_the_spec():

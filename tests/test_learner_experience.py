@@ -331,7 +331,12 @@ def test_watch_clears_the_screen_per_verdict_names_its_keys_and_shows_the_next_s
     time.sleep(0.3)
     (workspace / "sigmoid.py").write_text((REPO / "solutions" / "sigmoid.py").read_text())
     before = len(plain(watch.output))
-    shown = watch.wait_for(r"stages passed.*\n.*Watching for saves", timeout=120, after=before)
+    shown = watch.wait_for(
+        r"stages passed.*\n(The interviewer has a follow-up question.*\n)?.*Watching for saves",
+        timeout=120,
+        after=before,
+    )
+    assert "The interviewer has a follow-up question (1 left): trainer followup sigmoid" in shown
     assert watch.output.count("\x1b[2J") > cleared
     watch.type("h")
     shown = watch.wait_for(r"Press h for hint 2", after=before)

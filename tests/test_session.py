@@ -124,10 +124,12 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     return fake
 
 
-def test_an_interview_counts_checks_and_hints_and_ends_on_a_pass(isolated_workspace, clock):
-    result = run_cli("interview", "sigmoid", "--minutes", "30")
+def test_an_interview_on_an_exercise_without_follow_ups_counts_checks_and_hints_and_ends_on_a_pass(
+    isolated_workspace, clock
+):
+    result = run_cli("interview", "relu", "--minutes", "30")
     assert result.exit_code == 0
-    assert "Interview started on sigmoid: 30 minutes" in result.stdout
+    assert "Interview started on relu: 30 minutes" in result.stdout
     clock.now += 60
     failing = run_cli("check")
     assert failing.exit_code == 1
@@ -135,17 +137,17 @@ def test_an_interview_counts_checks_and_hints_and_ends_on_a_pass(isolated_worksp
     assert summary.startswith("✘") and summary.endswith("Interview: 29:00 left.")
     run_cli("hint")
     clock.now += 125
-    interview_file = isolated_workspace / "interview" / "sigmoid.py"
-    interview_file.write_text((REPO / "solutions" / "sigmoid.py").read_text())
+    interview_file = isolated_workspace / "interview" / "relu.py"
+    interview_file.write_text((REPO / "solutions" / "relu.py").read_text())
     passing = run_cli("check")
     assert passing.exit_code == 0
-    assert "Interview on sigmoid: passed" in passing.stdout
+    assert "Interview on relu: passed" in passing.stdout
     assert re.search(r"Time taken\s*│\s*3:05 of 30:00", passing.stdout)
     assert re.search(r"Checks run\s*│\s*2", passing.stdout)
     assert re.search(r"Hints used\s*│\s*1", passing.stdout)
     state = _state(isolated_workspace)
     assert state["interview"] is None
-    best = state["exercises"]["sigmoid"]["best_interview"]
+    best = state["exercises"]["relu"]["best_interview"]
     assert best["passed"] is True and best["seconds"] == 185
     assert "✔ 3:05" in run_cli("list").stdout
 

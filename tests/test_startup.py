@@ -36,6 +36,8 @@ print(json.dumps({"code": code, "torch": "torch" in sys.modules}))
         (["start", "sigmoid"], ""),
         (["hint", "sigmoid"], ""),
         (["hint", "linear", "--all"], ""),
+        (["followup", "softmax"], ""),
+        (["followup", "softmax", "--list"], ""),
         (["quiz", "clipped_relu"], "1\n" * 10),
         (["derive", "--help"], ""),
         (["derive", "--list"], ""),

@@ -68,6 +68,30 @@ def _passed_long_ago(folder: Path) -> None:
         state.progress("sigmoid").passed = True  # an older version's pass: due at once
 
 
+def _follow_up_passed(folder: Path) -> None:
+    from trainer.state import StateStore
+
+    with StateStore(folder / "ws").update() as state:
+        state.current = "softmax"
+        progress = state.progress("softmax")
+        progress.passed = True
+        progress.follow_ups_passed = ["no_jacobian"]
+
+
+def _interview_on_softmax_solved(folder: Path) -> None:
+    assert run_cli("interview", "softmax", "--minutes", "30").exit_code == 0
+    right = (REPO / "solutions" / "softmax.py").read_text()
+    (folder / "ws" / "interview" / "softmax.py").write_text(right)
+
+
+def _interview_follow_up_asked(folder: Path) -> None:
+    from trainer.interview import record_check
+    from trainer.state import StateStore
+
+    assert run_cli("interview", "softmax", "--minutes", "30").exit_code == 0
+    record_check(StateStore(folder / "ws"), "softmax", True, follow_ups=("no_jacobian",))
+
+
 def _quiz_keys() -> tuple[tuple[str, str], ...]:
     return ((r"Your answer \(1-\d\): ", "1\n"),) * len(CATALOG.get("sigmoid").quiz)
 
@@ -80,11 +104,21 @@ class Case:
     exit_code: int = 0
     torch: bool = False  # starts a checking server
     prepare: Callable[[Path], None] | None = None
+    rows: int = 40
+    wide: str | None = None  # a regex the screen shows too at 80 columns
 
 
 CASES = {
     "help": Case(("--help",), r"Usage: .*trainer"),
     "list": Case(("list",), r"→ sigmoid"),
+    "list-follow-ups": Case(("list",), r"→ softmax ✔ 1/2", prepare=_follow_up_passed),
+    "list-tall-follow-ups": Case(
+        ("list",),
+        r"→ softmax\s+hard\s+passed",
+        prepare=_follow_up_passed,
+        rows=60,
+        wide=r"F-ups .* → softmax\s+hard\s+passed\s+0/3\s+–\s+–\s+1/2 ",
+    ),
     "start": Case(("start", "relu"), r"Next steps"),
     "next": Case(("next",), r"Next steps"),
     "hint": Case(("hint", "sigmoid"), r"Hint 1 of \d"),
@@ -102,6 +136,14 @@ CASES = {
     "reset": Case(("reset", "--all"), r"Nothing was reset", keys=((r"\[y/N\]", "n\n"),)),
     "interview": Case(("interview", "relu", "--minutes", "5"), r"Interview started"),
     "interview-stop": Case(("interview", "--stop"), r"Hints used", prepare=_interview),
+    "interview-follow-ups": Case(
+        ("interview", "softmax", "--minutes", "5"), r"After the pass the interviewer asks"
+    ),
+    "interview-stop-follow-up": Case(
+        ("interview", "--stop"),
+        r"Interview on softmax: passed.*Follow-up .*no_jacobian: not answered \(stopped",
+        prepare=_interview_follow_up_asked,
+    ),
     "new": Case(("new", "quadruple", "--root", "more"), r"validate this exercise"),
     "classroom-init": Case(("classroom", "init", "sigmoid", "--dir", "."), r"points? in all"),
     "wheel": Case(("wheel", "--dir", "dist"), r"Install it with: pip install"),
@@ -115,6 +157,12 @@ CASES = {
         torch=True,
     ),
     "check": Case(("check",), r"stages? failed", exit_code=1, torch=True),
+    "check-interview-follow-up": Case(
+        ("check",),
+        r"The interviewer asks a follow-up.*Follow-up 1 of 2: no_jacobian.*Change your file",
+        torch=True,
+        prepare=_interview_on_softmax_solved,
+    ),
     "plot": Case(("plot",), r"Slope of your gradient", torch=True),
     "watch": Case(
         ("watch",), r"Stopped watching", keys=((r"Watching for saves", "q"),), torch=True
@@ -156,7 +204,7 @@ def test_a_command_that_draws_works_in_a_terminal_and_leaves_it_as_it_was(
     env = {"TRAINER_WORKSPACE": str(isolated_workspace)}
     if no_color:
         env["NO_COLOR"] = "1"
-    terminal = Terminal(*case.args, cwd=tmp_path, env=env, columns=columns, rows=40)
+    terminal = Terminal(*case.args, cwd=tmp_path, env=env, columns=columns, rows=case.rows)
     try:
         typed_at = 0
         for pattern, keys in case.keys:
@@ -169,6 +217,8 @@ def test_a_command_that_draws_works_in_a_terminal_and_leaves_it_as_it_was(
             assert crash not in shown, shown[-3000:]
         assert code == case.exit_code, shown[-3000:]
         assert re.search(case.shows, " ".join(shown.split())), shown[-3000:]
+        if case.wide is not None and columns >= 80:
+            assert re.search(case.wide, " ".join(shown.split())), shown[-3000:]
         assert terminal.left_changed() == [], shown[-3000:]
     finally:
         terminal.close()

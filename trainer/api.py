@@ -39,6 +39,7 @@ from trainer.spec import Exercise
 if TYPE_CHECKING:
     from trainer.checking.report import CheckReport, StageResult, VerdictSentence
     from trainer.checking.runner import CheckingService
+    from trainer.follow_ups import FollowUpCheck
 
 __all__ = [
     "CheckOptions",
@@ -85,8 +86,13 @@ class Report:
         advice: str = "",
         startup: float = 0.0,
         derivation: str | None = None,
+        follow_up: FollowUpCheck | None = None,
     ) -> None:
         self.raw = raw
+        # The interviewer's follow-ups (None for an exercise without any): the one this
+        # check graded (``.graded``), its stages (``.stages``) and verdict (``.passed``),
+        # how many are left (``.left``), the one an interview just asked (``.asked``).
+        self.follow_up = follow_up
         # The exercise's worked derivation (math, no code) on its first pass, else None.
         self.derivation = derivation
         self.warm = warm
@@ -144,8 +150,14 @@ class Report:
         return picture_views(self.stages)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form of ``trainer check --json``, plus ``warm``."""
-        return {**self.raw.to_dict(), "warm": self.warm, "startup_seconds": self.startup}
+        """The JSON form of ``trainer check --json``, plus ``warm`` and ``follow_up``."""
+        follow_up = self.follow_up.to_dict() if self.follow_up is not None else None
+        return {
+            **self.raw.to_dict(),
+            "warm": self.warm,
+            "startup_seconds": self.startup,
+            "follow_up": follow_up,
+        }
 
     def __str__(self) -> str:
         from trainer.notebook_view import report_text
@@ -239,9 +251,10 @@ def check_file(
     return Report(
         raw,
         warm=warm,
-        advice=_advice(raw, session.command, cell),
+        advice=_advice(raw, session.command, cell, checked.follow_up),
         startup=startup,
         derivation=first_pass_derivation(session.store, exercise, raw.passed),
+        follow_up=checked.follow_up,
     )
 
 
@@ -263,12 +276,29 @@ def _in_ipython() -> bool:
     return shell is not None and getattr(shell, "get_ipython", lambda: None)() is not None
 
 
-def _advice(raw: CheckReport, command: str, cell: bool) -> str:
+def _advice(
+    raw: CheckReport, command: str, cell: bool, follow_up: FollowUpCheck | None = None
+) -> str:
     """What to do next, in the terms of where the check ran (``command``: how a command
-    is typed there, ``trainer`` or ``%trainer``)."""
+    is typed there, ``trainer`` or ``%trainer``): after a pass, a follow-up passed and
+    the next one waiting first, as ``trainer check`` says them."""
     name = raw.exercise
     if raw.passed:
-        return f"Lock in the concepts: `{command} quiz {name}`."
+        words = []
+        if follow_up is not None and follow_up.graded is not None and follow_up.passed:
+            words.append(f"Follow-up {follow_up.graded.id} passed.")
+        if follow_up is not None and follow_up.asked is not None:
+            words.append(
+                f"The interviewer asks a follow-up, {follow_up.asked.id} "
+                f"(`{command} followup {name}` shows it again): every check grades it from now on."
+            )
+            return " ".join(words)
+        if follow_up is not None and follow_up.waiting:
+            words.append(
+                f"The interviewer has a follow-up question ({follow_up.left} left): "
+                f"`{command} followup {name}`."
+            )
+        return " ".join([*words, f"Lock in the concepts: `{command} quiz {name}`."])
     again = "Fix the cell and run it again" if cell else "Fix it and check again"
     return f"{again}; stuck? `{command} hint {name}`."
 

@@ -147,6 +147,9 @@ def stats_text(stats: Stats, width: int = 80) -> list[str]:
                 if interview.reason == "time up"
                 else f"stopped after {duration(interview.seconds)} of {allowed}"
             )
+            if interview.follow_up is not None:
+                answered = "answered" if interview.follow_up_answered else "not answered"
+                verdict += f"; follow-up {interview.follow_up} {answered}"
             lines += wrap.wrap(f"  {interview.day}  {interview.exercise}: {verdict}")
     if stats.weak_spots:
         lines += ["", "Weak spots (the diagnoses of your failed checks):"]

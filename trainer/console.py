@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from trainer.authoring import Validation
     from trainer.checking.report import CheckReport, ProtectionLevel, StageResult
     from trainer.explain import AfterCheck, Derivation
+    from trainer.follow_ups import FollowUpCheck
     from trainer.gradebook import Gradebook
     from trainer.interview import InterviewSummary
     from trainer.review import Agenda, DueQuestion, ReviewStart
@@ -659,8 +660,9 @@ def exercise_list(exercises: Sequence[Exercise], state: State, workspace: Path |
     screen.
 
     Columns are dropped as the terminal narrows (title first, then the best timed
-    interview, whether the solution was seen, quiz and hints), so that no line wraps:
-    at 80 columns every column but the title fits.
+    interview, the follow-ups passed, whether the solution was seen, quiz and hints),
+    so that no line wraps: at 80 columns every column but the title and the best timed
+    interview fits.
     """
     from trainer.spec import OTHER_TRACK
 
@@ -678,6 +680,7 @@ def exercise_list(exercises: Sequence[Exercise], state: State, workspace: Path |
         ("Hints", 5, True),
         ("Quiz", 5, True),
         ("Sol.", 4, False),
+        ("F-ups", 5, True),
         ("Timed", 7, True),
     ]
     fixed = track_width + 3  # the track, then the current-exercise marker and its space
@@ -731,12 +734,22 @@ def exercise_list(exercises: Sequence[Exercise], state: State, workspace: Path |
             _text(f"{progress.hints_shown}/{len(exercise.hints)}"),
             _text(quiz),
             _text("seen", style="yellow") if progress.solution_seen else _text("–", style="dim"),
+            _follow_up_tally(exercise, progress),
             _text(_best_interview(progress.best_interview)),
         ][: len(columns)]
         cells.append(_text(exercise.title, style="dim"))
         marker = "→" if state.current == exercise.id else " "
         out.print(line(shown_track, cells, marker), no_wrap=True, crop=True)
     out.print(_list_footer(exercises, passed, state, workspace))
+
+
+def _follow_up_tally(exercise: Exercise, progress: Progress) -> Text:
+    """The follow-ups passed of the exercise's ("1/2"; green when all are); nothing for an
+    exercise without follow-ups."""
+    from trainer.follow_ups import status
+
+    where = status(exercise, progress)
+    return _text(where.tally or "", style="green" if where.all_passed else "")
 
 
 def _list_footer(
@@ -755,8 +768,8 @@ def _list_footer(
 def _exercise_grid(exercises: Sequence[Exercise], state: State, workspace: Path | None) -> None:
     """The list on a screen too short for a line per exercise (a taller one shows hints,
     quiz and level too): each track's exercises side by side, each with what the learner
-    did (✔ passed, ○ started, "seen": the solution was looked at); the track's id begins
-    its first line."""
+    did (✔ passed, then its follow-ups passed of how many, ○ started, "seen": the solution
+    was looked at); the track's id begins its first line."""
     from trainer.spec import OTHER_TRACK
 
     width = out.width
@@ -770,6 +783,8 @@ def _exercise_grid(exercises: Sequence[Exercise], state: State, workspace: Path 
         cell.append(exercise.id)
         if progress.passed:
             cell.append(" ✔", style="green")
+            if exercise.follow_ups:
+                cell.append(" ").append_text(_follow_up_tally(exercise, progress))
         elif progress.started:
             cell.append(" ○", style="yellow")
         if progress.solution_seen:
@@ -779,7 +794,7 @@ def _exercise_grid(exercises: Sequence[Exercise], state: State, workspace: Path 
     per_row = max(1, (width - track_width - 1) // cell_width)
     out.print(
         _text("Track".ljust(track_width + 1), style="bold")
-        + _text("Exercises (✔ passed, ○ started, seen: solution seen, → current)", style="bold"),
+        + _text("✔ passed, 1/2 follow-ups, ○ started, seen: solution, → current", style="bold"),
         no_wrap=True,
         crop=True,
     )
@@ -1050,10 +1065,15 @@ def after_pass_derivation(after: AfterCheck) -> None:
 
 
 def interview_started(exercise: Exercise, minutes: float) -> None:
+    after = (
+        " After the pass the interviewer asks a follow-up, in the time left."
+        if exercise.follow_ups
+        else ""
+    )
     out.print(
         f"\n[bold magenta]Interview started on {exercise.id}: {plural(minutes, 'minute')}.[/] Every "
-        "[bold]trainer check[/] shows the time left; hints are allowed but counted. "
-        "End early with [bold]trainer interview --stop[/]."
+        "[bold]trainer check[/] shows the time left; hints are allowed but counted."
+        f"{after} End early with [bold]trainer interview --stop[/]."
     )
 
 
@@ -1069,6 +1089,8 @@ def interview_summary(summary: InterviewSummary) -> None:
     table.add_row("Time taken", f"{_clock(summary.seconds)} of {_clock(summary.minutes * 60)}")
     table.add_row("Checks run", str(summary.checks))
     table.add_row("Hints used", str(summary.hints))
+    if summary.follow_up_words is not None:
+        table.add_row("Follow-up", summary.follow_up_words)
     out.print(table)
 
 
@@ -1327,6 +1349,8 @@ def pictures(report: CheckReport, plot: bool | None) -> bool:
 
 def follow_up_question(exercise: Exercise, follow_up: FollowUp, number: int) -> None:
     """The question, its hints, and how it is checked from now on."""
+    from trainer.follow_ups import stage_title
+
     total = len(exercise.follow_ups)
     plain(_plain_box(f"Follow-up {number} of {total}: {follow_up.id}", follow_up.question))
     for index, text in enumerate(follow_up.hints, start=1):
@@ -1334,16 +1358,10 @@ def follow_up_question(exercise: Exercise, follow_up: FollowUp, number: int) -> 
     plain(
         textwrap.fill(
             f"From now on trainer check {exercise.id} grades it too, as the stage "
-            f'"{follow_up_title(follow_up)}". Change your file, then check.',
+            f'"{stage_title(follow_up)}". Change your file, then check.',
             79,
         )
     )
-
-
-def follow_up_title(follow_up: FollowUp) -> str:
-    from trainer.vocabulary import STAGE_BY_ID, follow_up_stages
-
-    return " and ".join(STAGE_BY_ID[s].title for s in follow_up_stages(follow_up.check))
 
 
 def follow_up_list(exercise: Exercise, passed: Sequence[str], active: str | None) -> None:
@@ -1360,15 +1378,26 @@ def no_follow_up(exercise: Exercise, passed: int) -> None:
         plain(f"Every follow-up of {exercise.id} is passed ({passed} of {passed}).")
 
 
-def follow_up_after_check(exercise: Exercise, passed: bool, left: int) -> None:
+def follow_up_after_check(found: FollowUpCheck) -> None:
     """After a check: a passed follow-up, or the next question waiting."""
-    if exercise.active_follow_up is not None and passed:
-        plain(f"Follow-up {exercise.active_follow_up} passed.")
-    if passed and left:
+    if found.graded is not None and found.passed:
+        plain(f"Follow-up {found.graded.id} passed.")
+    if found.waiting:
         plain(
             textwrap.fill(
-                f"The interviewer has a follow-up question ({left} left): "
-                f"trainer followup {exercise.id}",
+                f"The interviewer has a follow-up question ({found.left} left): "
+                f"trainer followup {found.exercise}",
                 79,
             )
         )
+
+
+def interview_follow_up(exercise: Exercise, found: FollowUpCheck, left: float | None) -> None:
+    """The interview's pass: the interviewer asks a follow-up, in the time left."""
+    assert found.asked is not None
+    time_left = f", {_clock(left)} left" if left is not None else ""
+    out.print(
+        f"[bold magenta]The interviewer asks a follow-up{time_left}:[/] the interview ends "
+        "when it passes or the time is up."
+    )
+    follow_up_question(exercise, found.asked, found.asked_number)

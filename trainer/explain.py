@@ -27,18 +27,18 @@ from trainer.state import Progress, StateStore
 
 NO_DERIVATION = (
     "`{id}` has no worked derivation (its spec has no `derivation:` field). "
-    "`trainer solution {id}` shows what to notice."
+    "`{command} solution {id}` shows what to notice."
 )
 NOT_PASSED = (
     "you have not passed `{id}` yet: its derivation comes after a pass. Keep trying "
-    "(`trainer hint {id}` reveals the next hint), or see it anyway with "
-    "`trainer explain {id} --force`, which counts as every hint seen."
+    "(`{command} hint {id}` reveals the next hint), or see it anyway with "
+    "`{command} explain {id} --force`, which counts as every hint seen."
 )
 EARLY_QUESTION = (
     "You have not passed `{id}` yet. See its derivation anyway? It gives the whole formula "
     "and counts as every hint seen."
 )
-DECLINED = "Good call. `trainer hint {id}` reveals one more hint."
+DECLINED = "Good call. `{command} hint {id}` reveals one more hint."
 
 
 class NotPassedYet(TrainerError):
@@ -115,18 +115,21 @@ def has_passed(store: StateStore, exercise_id: str) -> bool:
     return progress is not None and progress.passed
 
 
-def explanation(exercise: Exercise, store: StateStore, *, force: bool = False) -> Derivation:
-    """The derivation for ``trainer explain``: after a pass, or before one with
-    ``force`` (the caller records the early look with :func:`record_early_look`).
+def explanation(
+    exercise: Exercise, store: StateStore, *, force: bool = False, command: str = "trainer"
+) -> Derivation:
+    """The derivation for ``trainer explain`` (and ``%trainer explain``): after a pass, or
+    before one with ``force`` (the caller records the early look with
+    :func:`record_early_look`). ``command``: how a command is typed where it is asked.
 
     Raises :class:`TrainerError` when the spec has none, and :class:`NotPassedYet`
     before a pass without ``force`` (the message says so and points to the hints)."""
     passed = has_passed(store, exercise.id)
     found = derivation_of(exercise, passed=passed)
     if found is None:
-        raise TrainerError(NO_DERIVATION.format(id=exercise.id))
+        raise TrainerError(NO_DERIVATION.format(id=exercise.id, command=command))
     if not passed and not force:
-        raise NotPassedYet(NOT_PASSED.format(id=exercise.id))
+        raise NotPassedYet(NOT_PASSED.format(id=exercise.id, command=command))
     return found
 
 

@@ -1,7 +1,7 @@
 """``%load_ext trainer``: the trainer's magics for Jupyter, Colab and IPython.
 
-* ``%trainer list | start EX | hint EX | quiz EX | solution EX | check EX`` mirror
-  the CLI's commands and call the same core;
+* ``%trainer list | stats | start EX | hint EX | quiz EX | solution EX | explain EX |
+  followup EX | check EX`` mirror the CLI's commands and call the same core;
 * ``%%trainer check EX [--define]`` makes the cell the exercise's scratch file
   (written atomically, the previous version backed up as ``reset`` does) and
   checks it in the isolated checker, on the kernel's warm checking server
@@ -31,7 +31,7 @@ from trainer.session import CheckOptions, Session
 from trainer.spec import Exercise
 from trainer.state import State
 
-COMMANDS = ("list", "start", "hint", "quiz", "solution", "check")
+COMMANDS = ("list", "stats", "start", "hint", "quiz", "solution", "explain", "followup", "check")
 USAGE_ADVICE = "See `%trainer --help`."
 NO_INPUT = (
     "This notebook cannot ask for answers here (it runs without input, headless or in a "
@@ -72,6 +72,7 @@ class Command:
     exercise: str | None = None
     force: bool = False
     show_all: bool = False
+    show_list: bool = False
     define: bool = False
     file: Path | None = None
     seed: int = DEFAULT_SEED
@@ -102,6 +103,20 @@ def _parser() -> _Parser:
     solution = commands.add_parser("solution", parents=[common], help="the reference solution")
     solution.add_argument("exercise", metavar="EX", nargs="?")
     solution.add_argument("--force", action="store_true", help="before a pass too")
+    explain = commands.add_parser(
+        "explain", parents=[common], help="how the gradient is derived (after a pass)"
+    )
+    explain.add_argument("exercise", metavar="EX", nargs="?")
+    explain.add_argument(
+        "--force", action="store_true", help="before a pass too (every hint counts as seen)"
+    )
+    followup = commands.add_parser(
+        "followup", parents=[common], help="the interviewer's next follow-up, taken up"
+    )
+    followup.add_argument("exercise", metavar="EX", nargs="?")
+    followup.add_argument(
+        "--list", dest="show_list", action="store_true", help="every follow-up, none taken up"
+    )
     check = commands.add_parser(
         "check", parents=[common], help="check the cell (%%%%trainer) or the scratch file"
     )
@@ -177,7 +192,7 @@ class TrainerMagics:
         self._defined = 0
 
     def trainer(self, line: str, cell: str | None = None) -> None:
-        """The autograd trainer: %trainer list|stats|start|hint|quiz|solution|check EX;
+        """The autograd trainer: %trainer list|stats|start|hint|quiz|solution|explain|followup|check EX;
         %%trainer check EX [--define] checks the cell. %trainer --help for more."""
         try:
             self.run(parse(line, cell=cell is not None), cell)
@@ -215,6 +230,10 @@ class TrainerMagics:
             self._quiz(session, exercise)
         elif command.name == "solution":
             self._solution(session, exercise, command.force)
+        elif command.name == "explain":
+            self._explain(session, exercise, command.force)
+        elif command.name == "followup":
+            self._followup(session, exercise, command.show_list)
         elif cell is not None:
             return self._check_cell(session, exercise, cell, command)
         else:
@@ -306,6 +325,52 @@ class TrainerMagics:
                 state.progress(exercise.id).solution_seen = True
         self._show(view.solution(exercise, path.read_text(encoding="utf-8"), passed))
 
+    def _explain(self, session: Session, exercise: Exercise, force: bool) -> None:
+        """The worked derivation, as `trainer explain`: after a pass, or before one when
+        asked (`--force`, or yes at the prompt), which counts as every hint seen."""
+        from trainer.explain import (
+            DECLINED,
+            EARLY_QUESTION,
+            NotPassedYet,
+            explanation,
+            record_early_look,
+        )
+
+        try:
+            shown = explanation(exercise, session.store, force=force, command="%trainer")
+        except NotPassedYet as refused:
+            try:
+                answer = self.ask(f"{EARLY_QUESTION.format(id=exercise.id)} [y/N] ")
+            except (StdinNotImplementedError, EOFError):
+                raise refused from None
+            if answer.strip().lower() not in ("y", "yes"):
+                self._show(view.message(DECLINED.format(id=exercise.id, command="%trainer")))
+                return
+            shown = explanation(exercise, session.store, force=True, command="%trainer")
+        if not shown.passed:
+            record_early_look(session.writable_store(), exercise)
+            self._notices(session)
+        self._show(view.derivation(shown.exercise, shown.text, passed=shown.passed))
+
+    def _followup(self, session: Session, exercise: Exercise, show_list: bool) -> None:
+        """The interviewer's next follow-up, taken up, as `trainer followup`; `--list`:
+        every one, passed or taken up."""
+        from trainer.follow_ups import ask_next, status
+
+        store = session.writable_store()
+        if show_list:
+            where = status(exercise, store.load().progress(exercise.id))
+            self._notices(session)
+            active = where.active.id if where.active is not None else None
+            self._show(view.follow_up_list(exercise, where.passed, active))
+            return
+        asked = ask_next(store, exercise)
+        self._notices(session)
+        if asked.follow_up is None:
+            self._show(view.no_follow_up(exercise, asked.passed))
+            return
+        self._show(view.follow_up_question(exercise, asked.follow_up, asked.number))
+
     def _check_cell(
         self, session: Session, exercise: Exercise, cell: str, command: Command
     ) -> Report:
@@ -313,7 +378,7 @@ class TrainerMagics:
         self._notices(session)
         if backup is not None:
             self._show(view.message(f"Your previous version was saved to `{_shown_path(backup)}`."))
-        self._show_report(report)
+        self._show_report(report, exercise)
         if command.define:
             self._define(cell)  # after the verdict: the cell's own errors come after it
         return report
@@ -336,15 +401,18 @@ class TrainerMagics:
             raise WorkspaceError(f"no file at {path}.{hint}")
         report = check_file(session, exercise, path, _options(command))
         self._notices(session)
-        self._show_report(report)
+        self._show_report(report, exercise)
         return report
 
-    def _show_report(self, report: Report) -> None:
+    def _show_report(self, report: Report, exercise: Exercise) -> None:
         self.display(report)
         for picture in report.pictures():
             self.display(picture)
         if report.derivation is not None:  # the exercise's first pass
             self._show(view.derivation(report.exercise, report.derivation))
+        asked = report.follow_up.asked if report.follow_up is not None else None
+        if report.follow_up is not None and asked is not None:  # an interview goes on
+            self._show(view.follow_up_question(exercise, asked, report.follow_up.asked_number))
 
 
 def _options(command: Command) -> CheckOptions:

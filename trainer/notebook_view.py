@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from trainer.bugs import bug_message
 from trainer.checking.report import duration
-from trainer.spec import Exercise, QuizQuestion
+from trainer.spec import Exercise, FollowUp, QuizQuestion
 from trainer.state import Progress, State
 
 if TYPE_CHECKING:
@@ -275,10 +275,11 @@ def solution(exercise: Exercise, source: str, passed: bool) -> Shown:
     return _md(markdown)
 
 
-def derivation(exercise_id: str, text: str) -> Shown:
-    """An exercise's worked derivation under its first passing check: lines of math as
-    the author laid them out (preformatted, never reflowed)."""
-    title = f"How the gradient is derived: {exercise_id}"
+def derivation(exercise_id: str, text: str, passed: bool = True) -> Shown:
+    """An exercise's worked derivation (under its first passing check, and
+    `%trainer explain`): lines of math as the author laid them out (preformatted, never
+    reflowed)."""
+    title = f"How the gradient is derived: {exercise_id}" + ("" if passed else " (not passed yet)")
     return Shown(
         text=f"{title}\n\n{text}",
         html=f"<p><b>{html.escape(title)}</b></p><pre>{html.escape(text)}</pre>",
@@ -286,7 +287,19 @@ def derivation(exercise_id: str, text: str) -> Shown:
 
 
 def exercise_list(exercises: Sequence[Exercise], state: State) -> list[Shown]:
-    head = ["", "Exercise", "Title", "Difficulty", "Status", "Hints", "Quiz", "Interview"]
+    from trainer.follow_ups import status as follow_ups
+
+    head = [
+        "",
+        "Exercise",
+        "Title",
+        "Difficulty",
+        "Status",
+        "Follow-ups",
+        "Hints",
+        "Quiz",
+        "Interview",
+    ]
     rows: list[list[str]] = []
     passed = 0
     for exercise in exercises:
@@ -307,6 +320,7 @@ def exercise_list(exercises: Sequence[Exercise], state: State) -> list[Shown]:
                 exercise.title,
                 exercise.difficulty,
                 status,
+                follow_ups(exercise, progress).tally or "",
                 f"{progress.hints_shown}/{len(exercise.hints)}",
                 quiz,
                 interview,
@@ -331,6 +345,39 @@ def exercise_list(exercises: Sequence[Exercise], state: State) -> list[Shown]:
     if state.current is None and exercises:
         footer += f" Begin with `%trainer start {exercises[0].id}`."
     return [table, _md(footer)]
+
+
+def follow_up_question(exercise: Exercise, follow_up: FollowUp, number: int) -> Shown:
+    """`%trainer followup`: the question, its hints, and how it is checked from now on."""
+    from trainer.follow_ups import stage_title
+
+    hints = "\n\n".join(f"Hint {n}: {text}" for n, text in enumerate(follow_up.hints, 1))
+    return _md(
+        f"**Follow-up {number} of {len(exercise.follow_ups)}: {follow_up.id}**\n\n"
+        f"{_quote(follow_up.question)}\n\n{hints}\n\n"
+        f"From now on `%trainer check {exercise.id}` (and a `%%trainer check {exercise.id}` "
+        f'cell) grades it too, as the stage "{stage_title(follow_up)}". Change your code, '
+        "then check."
+    )
+
+
+def follow_up_list(exercise: Exercise, passed: Sequence[str], active: str | None) -> Shown:
+    """`%trainer followup --list`: every follow-up, passed or taken up."""
+    lines = []
+    for number, follow_up in enumerate(exercise.follow_ups, start=1):
+        mark = "passed" if follow_up.id in passed else "taken up" if follow_up.id == active else ""
+        lines.append(
+            f"{number}. **{follow_up.id}**"
+            + (f" ({mark})" if mark else "")
+            + f": {follow_up.question}"
+        )
+    return _md("\n".join(lines))
+
+
+def no_follow_up(exercise: Exercise, passed: int) -> Shown:
+    if not exercise.follow_ups:
+        return _md(f"The interviewer has no follow-up for {exercise.id}.")
+    return _md(f"Every follow-up of {exercise.id} is passed ({passed} of {passed}).")
 
 
 def quiz_question(number: int, total: int, question: QuizQuestion) -> Shown:
@@ -365,9 +412,12 @@ def interview_summary(summary: InterviewSummary) -> Shown:
     from trainer.interview import format_duration
 
     taken = f"{format_duration(summary.seconds)} of {format_duration(summary.minutes * 60)}"
+    follow_up = (
+        f"; follow-up {summary.follow_up_words}" if summary.follow_up_words is not None else ""
+    )
     return _md(
         f"**Interview on {summary.exercise}: {summary.reason}.** Time taken: {taken}; "
-        f"checks run: {summary.checks}; hints used: {summary.hints}."
+        f"checks run: {summary.checks}; hints used: {summary.hints}{follow_up}."
     )
 
 

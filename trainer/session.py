@@ -35,6 +35,7 @@ from trainer.workspace import StartResult, Workspace, resolve_workspace, save_sc
 if TYPE_CHECKING:
     from trainer.checking.report import CheckReport
     from trainer.checking.runner import CheckingService
+    from trainer.follow_ups import FollowUpCheck
     from trainer.interview import InterviewSummary
 
 NO_WORKSPACE = (
@@ -67,14 +68,17 @@ class Counted:
     interview_left: float | None = None  # seconds left of an interview on the exercise
     interview_ended: InterviewSummary | None = None  # the interview this check ended
     review_due: float | None = None  # after a review's first check: when the next is due
+    interview_asked: str | None = None  # the follow-up the interview asked after this pass
 
 
 @dataclass(frozen=True)
 class Checked:
-    """A check's report, and what counting it changed."""
+    """A check's report, what counting it changed, and what it says of the exercise's
+    follow-ups (None for an exercise without any)."""
 
     report: CheckReport
     counted: Counted
+    follow_up: FollowUpCheck | None = None
 
 
 class Session:
@@ -207,10 +211,7 @@ class Session:
         from trainer.history import diagnosis_of
 
         options = options or CheckOptions()
-        if self.exists and (self.workspace.root / STATE_FILE).is_file():
-            from trainer.follow_ups import checked_exercise
-
-            exercise = checked_exercise(exercise, self.store.load().progress(exercise.id))
+        exercise = self.checked_exercise(exercise)
         report = run_check(
             exercise,
             path,
@@ -226,11 +227,32 @@ class Session:
         if report.bug is not None:  # a bug of ours is no check of the learner's
             return Checked(report, Counted())
         counted = self.record_check(exercise, report.passed, diagnosis_of(report), path)
-        if exercise.active_follow_up is not None:
-            from trainer.follow_ups import record
+        if not exercise.follow_ups or not self.exists:
+            return Checked(report, counted)
+        from trainer.follow_ups import after_check, record
 
-            record(self.store, exercise, report.passed)
-        return Checked(report, counted)
+        record(self.store, exercise, report.passed)
+        progress = self.store.load().progress(exercise.id)
+        return Checked(
+            report, counted, after_check(exercise, report, progress, counted.interview_asked)
+        )
+
+    def checked_exercise(self, exercise: Exercise) -> Exercise:
+        """``exercise`` as a check of it is sent: with the follow-up it grades active (the
+        one taken up; during an interview on it, the interview's own, none before its pass)."""
+        if not exercise.follow_ups or not (self.workspace.root / STATE_FILE).is_file():
+            return exercise
+        from trainer.follow_ups import checked_exercise
+
+        state = self.store.load()
+        interview = state.interview
+        interviewing = interview is not None and interview.exercise == exercise.id
+        return checked_exercise(
+            exercise,
+            state.progress(exercise.id),
+            interviewing=interviewing,
+            interview_follow_up=interview.follow_up if interview is not None else None,
+        )
 
     def record_check(
         self,
@@ -248,13 +270,14 @@ class Session:
 
         reviewing = path is not None and path == self.review_file(exercise)
         before = self.store.load().progress(exercise.id).review if reviewing else None
-        left, ended = record_check(self.store, exercise.id, passed, diagnosis, reviewing)
+        follow_ups = [f.id for f in exercise.follow_ups]
+        interview = record_check(self.store, exercise.id, passed, diagnosis, reviewing, follow_ups)
         due = None
         if before is not None and not before.get("counted"):
             from trainer.review import due_at
 
             due = due_at(self.store.load().progress(exercise.id))
-        return Counted(left, ended, due)
+        return Counted(interview.left, interview.ended, due, interview.asked)
 
     # The catalogue, in the order of `trainer list` -------------------------------------
 

@@ -72,6 +72,10 @@ class Interview:
     minutes: float
     checks: int = 0
     hints_at_start: int = 0
+    # After the pass, the follow-up the interviewer asked (trainer.interview), and when
+    # the pass came, in seconds from the start; unknown to older versions.
+    follow_up: str | None = None
+    passed_after: float | None = None
 
 
 @dataclass
@@ -188,6 +192,8 @@ def parse_state(text: str) -> State:
             interview.started_at, int | float
         ):
             raise ValueError("interview is incomplete")
+        if not isinstance(interview.follow_up, str) or not _is_time(interview.passed_after):
+            interview.follow_up, interview.passed_after = None, None
     days = data.get("days")
     interviews = data.get("interviews")
     quiz_reviews = data.get("quiz_reviews")

@@ -72,6 +72,8 @@ class InterviewResult:
     seconds: float
     minutes: float
     reason: str = "passed"  # "passed", "stopped" or "time up"
+    follow_up: str | None = None  # the follow-up asked after the pass
+    follow_up_answered: bool = False
 
 
 @dataclass
@@ -194,6 +196,8 @@ def compute(
             seconds=float(i.get("seconds", 0) or 0),
             minutes=float(i.get("minutes", 0) or 0),
             reason=str(i.get("reason", "stopped")),
+            follow_up=str(i["follow_up"]) if isinstance(i.get("follow_up"), str) else None,
+            follow_up_answered=i.get("follow_up_outcome") == "answered",
         )
         for i in state.interviews
     ]

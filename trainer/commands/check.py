@@ -136,30 +136,21 @@ def check(
         console.check_summary(report, exercise, interview_left=counted.interview_left)
         if counted.interview_ended is not None:
             console.interview_summary(counted.interview_ended)
-        if exercise.follow_ups:
-            _follow_up_words(session, exercise, report.passed)
+        follow_up = checked.follow_up
+        asked = follow_up if follow_up is not None and follow_up.asked is not None else None
+        if follow_up is not None and asked is None:
+            console.follow_up_after_check(follow_up)
         if report.passed:
             after = after_check(session.store, exercise, passed=True)
             if after is not None:  # the derivation on the first pass, where it is on others
                 console.after_pass_derivation(after)
-            if console.is_interactive() and console.ask_yes_no("Take the quiz now?"):
+            if asked is not None:  # the interview goes on: its question comes last
+                console.interview_follow_up(exercise, asked, counted.interview_left)
+            elif console.is_interactive() and console.ask_yes_no("Take the quiz now?"):
                 run_quiz(session, exercise)
             else:
                 console.after_pass(exercise)
     raise typer.Exit(ExitCode.CHECKER_BUG if report.bug else ExitCode.of_verdict(report.passed))
-
-
-def _follow_up_words(session: Session, exercise: "Exercise", passed: bool) -> None:
-    """After a check of an exercise with follow-ups: the one passed, the next waiting."""
-    from trainer.follow_ups import checked_exercise, status
-
-    if not session.exists:
-        return
-    progress = session.store.load().progress(exercise.id)
-    where = status(exercise, progress)
-    console.follow_up_after_check(
-        checked_exercise(exercise, progress), passed, where.total - len(where.passed)
-    )
 
 
 def _output_file(session: Session, exercise: "Exercise") -> Path:

@@ -53,7 +53,7 @@ def explain(
         if not console.is_interactive():
             raise
         if not console.ask_yes_no(EARLY_QUESTION.format(id=exercise.id), default=False):
-            console.plain(DECLINED.format(id=exercise.id))
+            console.plain(DECLINED.format(id=exercise.id, command="trainer"))
             return
         shown = explanation(exercise, session.store, force=True)
     if not shown.passed:

@@ -35,22 +35,20 @@ def followup(
 
     Example: trainer followup softmax
     """
-    from trainer.follow_ups import next_follow_up, status, take_up
+    from trainer.follow_ups import ask_next, status
 
     session = open_session(ctx, workspace, exercises_dir)
     exercise = session.exercise(exercise_id)
     store = session.writable_store()
-    progress = store.load().progress(exercise.id)
-    where = status(exercise, progress)
-    show_notices(session)
     if show_list:
+        where = status(exercise, store.load().progress(exercise.id))
+        show_notices(session)
         active = where.active.id if where.active is not None else None
         console.follow_up_list(exercise, where.passed, active)
         return
-    follow_up = next_follow_up(exercise, progress)
-    if follow_up is None:
-        console.no_follow_up(exercise, len(where.passed))
+    asked = ask_next(store, exercise)
+    show_notices(session)
+    if asked.follow_up is None:
+        console.no_follow_up(exercise, asked.passed)
         return
-    take_up(store, exercise, follow_up)
-    number = [f.id for f in exercise.follow_ups].index(follow_up.id) + 1
-    console.follow_up_question(exercise, follow_up, number)
+    console.follow_up_question(exercise, asked.follow_up, asked.number)

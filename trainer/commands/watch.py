@@ -83,6 +83,11 @@ def watch(
         console.check_report(report, exercise, watching=True)
         if due is not None:  # the first check of an open review: its result
             console.review_result(exercise.id, report.passed, due)
+        follow_up = checked.follow_up
+        if follow_up is not None and follow_up.asked is not None:  # an interview goes on
+            console.interview_follow_up(exercise, follow_up, checked.counted.interview_left)
+        elif follow_up is not None:
+            console.follow_up_after_check(follow_up)
 
     def prompt() -> None:
         console.watch_keys(watched.passed)
