@@ -25,14 +25,12 @@ class MyMaxPool2d(torch.autograd.Function):
     def backward(ctx, grad_output):
         (where,) = ctx.saved_tensors
         k, s = ctx.k, ctx.s
-        grad = torch.zeros(ctx.shape, dtype=grad_output.dtype)
-        n, c, ho, wo = grad_output.shape
-        for i in range(ho):
-            for j in range(wo):
-                col, row = where[:, :, i, j] // k, where[:, :, i, j] % k
-                for b in range(n):
-                    for ch in range(c):
-                        r = i * s + int(row[b, ch])
-                        q = j * s + int(col[b, ch])
-                        grad[b, ch, r, q] += grad_output[b, ch, i, j]
-        return grad, None, None
+        n, c, h, w = ctx.shape
+        _, _, ho, wo = grad_output.shape
+        col, row = where // k, where % k  # column-major: the column first
+        rows = torch.arange(ho).view(1, 1, ho, 1) * s + row
+        cols = torch.arange(wo).view(1, 1, 1, wo) * s + col
+        flat = (rows * w + cols).reshape(n, c, -1)
+        grad = torch.zeros(n, c, h * w, dtype=grad_output.dtype)
+        grad.scatter_add_(2, flat, grad_output.reshape(n, c, -1))
+        return grad.view(n, c, h, w), None, None
