@@ -544,9 +544,13 @@ def names_in(node: Node) -> set[str]:
     return found
 
 
-def output_names(outputs: int) -> tuple[tuple[str, str], ...]:
+def output_names(outputs: int, taken: Collection[str] = ()) -> tuple[tuple[str, str], ...]:
     """The names of the outputs and of their upstream gradients: ``y`` and ``g`` for one
-    output, ``y1, g1, y2, g2…`` for several."""
+    output, ``y1, g1, y2, g2…`` for several; ``out`` (``out1…``) for the outputs when an
+    input is already called ``y`` (a dot product of ``x`` and ``y``), ``grad_out`` for the
+    gradients when one is called ``g``."""
+    output = "out" if "y" in taken else "y"
+    gradient = "grad_out" if "g" in taken else "g"
     if outputs == 1:
-        return (("y", "g"),)
-    return tuple((f"y{i}", f"g{i}") for i in range(1, outputs + 1))
+        return ((output, gradient),)
+    return tuple((f"{output}{i}", f"{gradient}{i}") for i in range(1, outputs + 1))

@@ -707,7 +707,7 @@ def _derivation(
     # Float tensors and scalars by their parameter names (an int tensor holds indices,
     # which a formula cannot use: it has no indexing).
     scope = [p.name for p in params if isinstance(p, ScalarParam) or p.is_float]
-    for y, g in output_names(outputs):
+    for y, g in output_names(outputs, [p.name for p in params]):
         scope += [y, g]
     scope.append("grad_output")
     names: dict[str, str] = {}
