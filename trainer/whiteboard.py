@@ -108,8 +108,9 @@ class Whiteboard:
                 scope[param.name] = value
         pairs = output_names(len(run.expected_outputs), [p.name for p in run.params])
         for (y, g), output, gradient in zip(pairs, run.expected_outputs, upstream, strict=True):
-            scope[y], scope[g] = output, gradient
-        scope["grad_output"] = upstream[0]
+            # An integer output (top-k's indices) as float64 too, like an int input.
+            scope[y], scope[g] = output.to(DTYPE), gradient.to(DTYPE)
+        scope["grad_output"] = upstream[0].to(DTYPE)
         for name, text in self.derivation.names.items():
             scope[name] = evaluate(understand(text, list(scope)), scope)
         return scope
