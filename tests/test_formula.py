@@ -72,6 +72,10 @@ def _shape_of(node: Any) -> Any:
         ("1e-3 * x + .5", ("+", ("*", 0.001, "x"), 0.5)),
         ("dL/dx = g * y", ("*", "g", "y")),
         ("grad_x = 2 * pi", ("*", 2.0, "pi")),
+        ("onehot(y, size(x, -1))", ("onehot", "y", ("size", "x", ("neg", 1.0)))),
+        ("sum(g, all_but(1))", ("sum", "g", ("all_but", 1.0))),
+        ("mean(g, all_but((0, dim)))", ("mean", "g", ("all_but", (0.0, "dim")))),
+        ("reshape(weight, tril(x))", ("reshape", "weight", ("tril", "x"))),
     ],
 )
 def test_the_parser_reads_formulas_as_they_are_written_on_a_whiteboard(text, meaning):
@@ -106,6 +110,13 @@ def test_the_parser_reads_formulas_as_they_are_written_on_a_whiteboard(text, mea
         ("sum_to(g, 2 * x)", 10, "the second argument of sum_to is the name of an input"),
         ("g ** * y", 5, "expected a number, a name or ( here, found `*`"),
         ("g % y", 2, "`%` is not part of a formula"),
+        ("g * all_but(1)", 4, "all_but(…) only gives the dimensions of a sum"),
+        ("softmax(x, all_but(1))", 11, "a dimension is a whole number such as -1"),
+        ("size(x, (0, 1))", 8, "a dimension is a whole number such as -1, or the name of one"),
+        ("sum(g, all_but(1, 2))", 7, "all_but takes 1 argument"),
+        ("sum(g, all_but(all_but(1)))", 15, "a dimension is a whole number"),
+        ("sum(g, all_but(0.5))", 15, "a dimension is a whole number"),
+        ("onehot(y)", 0, "onehot takes 2 arguments"),
     ],
 )
 def test_a_formula_that_is_not_understood_says_where_reading_stopped(text, at, words):
@@ -173,6 +184,12 @@ AS_PYTHON = [
     "__builtins__",
     "sum.__self__",
     "sum(g, __import__('os'))",
+    "onehot(x, __import__('os'))",
+    "reshape(x, x.__class__)",
+    "size(x, x.ndim)",
+    "tril(x)[0]",
+    "sum(g, all_but(__import__('os')))",
+    "sum(g, all_but(x.shape))",
     "(" * 5000 + "x" + ")" * 5000,
     "x" * 100_000,
     "-" * 100_000 + "x",
@@ -287,3 +304,95 @@ def test_the_scan_sees_a_call_that_runs_text():
     assert _runs_text("import ast\nast.literal_eval(text)\n") == {"literal_eval"}
     assert _runs_text("import importlib\n") == {"importlib"}
     assert _runs_text("import re\nre.compile('x')\n") == set()
+
+
+# What the functions of the losses, the normalisations and attention compute.
+
+
+def _value(text: str, **scope: Any) -> Any:
+    import torch
+
+    from trainer.formula_torch import evaluate
+
+    values = {
+        name: torch.tensor(value, dtype=torch.float64) if isinstance(value, list) else value
+        for name, value in scope.items()
+    }
+    return evaluate(understand(text, list(values)), values)
+
+
+def test_onehot_puts_a_1_at_each_index_and_a_row_of_zeros_for_one_outside_the_classes():
+    value = _value("onehot(t, 3)", t=[0.0, 2.0, -100.0])
+    assert value.tolist() == [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]]
+    assert _value("onehot(t, size(x, -1))", t=[[1.0]], x=[[5.0, 6.0]]).tolist() == [[[0.0, 1.0]]]
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("onehot(t, 2.5)", "the number of classes C is one whole number"),
+        ("onehot(t, t)", "the number of classes C is one whole number"),
+        ("onehot(t, 0)", "the number of classes C is one whole number"),
+        ("onehot(t, 1e9)", "a one-hot of more than"),
+        ("size(2, 0)", "a number has no dimensions"),
+        ("size(t, 1)", "dimension 1 does not exist"),
+        ("tril(t)", "tril needs two dimensions or more"),
+        ("reshape(t, 1)", "they differ in their number of elements"),
+    ],
+)
+def test_a_function_given_what_it_cannot_take_is_an_evaluation_error(text, words):
+    from trainer.formula import EvaluationError
+
+    with pytest.raises(EvaluationError) as caught:
+        _value(text, t=[0.0, 1.0, 2.0])
+    assert words in caught.value.message
+
+
+def test_size_tril_and_reshape_compute_what_torch_does():
+    x = [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]
+    assert float(_value("size(x, -1) * 10 + size(x, 0)", x=x)) == 32.0
+    assert _value("tril(x)", x=x).tolist() == [[1.0, 0.0, 0.0], [4.0, 5.0, 0.0]]
+    assert _value("reshape(x, tril(xᵀ))", x=x).shape == (3, 2)
+
+
+def test_all_but_reduces_every_dimension_but_those_listed_whatever_the_rank():
+    import torch
+
+    four = torch.arange(24.0, dtype=torch.float64).reshape(2, 3, 2, 2)
+    assert _value("sum(x, all_but(1))", x=four).shape == (1, 3, 1, 1)
+    assert _value("sum(x, all_but(1))", x=four).flatten().tolist() == [60.0, 92.0, 124.0]
+    assert _value("mean(x, all_but((0, -1)))", x=four).shape == (2, 1, 1, 2)
+    two = [[1.0, 2.0], [3.0, 5.0]]
+    assert _value("sum(x, all_but(1))", x=two).tolist() == [[4.0, 7.0]]
+    # Leaving every dimension out reduces over none: the value itself (no variance).
+    assert _value("sum(x, all_but((0, 1)))", x=two).tolist() == two
+    assert _value("var(x, all_but((0, 1)))", x=two).tolist() == [[0.0, 0.0], [0.0, 0.0]]
+
+
+def test_where_with_a_number_as_condition_computes_only_the_value_it_chooses():
+    from trainer.formula import EvaluationError
+
+    x = [[1.0, 2.0], [3.0, 4.0]]
+    # keepdim or not: the two values need not broadcast, and the other is never computed.
+    assert _value("where(c, x, unsqueeze(x, 0))", x=x, c=True).shape == (2, 2)
+    assert _value("where(c, x, unsqueeze(x, 0))", x=x, c=False).shape == (1, 2, 2)
+    assert _value("where(c, x, sum(x, 5))", x=x, c=True).tolist() == x
+    with pytest.raises(EvaluationError, match="dimension 5 does not exist"):
+        _value("where(c, x, sum(x, 5))", x=x, c=False)
+    # A condition of several elements chooses element by element: both are computed.
+    assert _value("where(x > 2, x, 0)", x=x).tolist() == [[0.0, 0.0], [3.0, 4.0]]
+    with pytest.raises(EvaluationError, match="dimension 5 does not exist"):
+        _value("where(x > 2, x, sum(x, 5))", x=x)
+
+
+def test_a_kept_reduction_around_the_inputs_dimension_is_taken_in_the_inputs_shape():
+    import torch
+
+    from trainer.formula_torch import as_gradient
+
+    weight = torch.zeros(3, dtype=torch.float64)
+    kept = torch.arange(3.0, dtype=torch.float64).reshape(1, 3, 1, 1)
+    assert as_gradient(kept, weight).tolist() == [0.0, 1.0, 2.0]
+    # A transpose keeps its shape: the verdict names it.
+    square = torch.zeros(2, 3, dtype=torch.float64)
+    assert as_gradient(torch.zeros(3, 2, dtype=torch.float64), square).shape == (3, 2)

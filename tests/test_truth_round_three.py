@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.test_truth import CATALOG, check, first_failure, service
+from tests.conftest import CATALOG
+from tests.test_truth import check, first_failure, service
 
 __all__ = ["service"]  # the fixture, shared with test_truth
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from trainer.formula import output_names
 from trainer.spec import Exercise, ScalarParam, TensorParam
 from trainer.state import StateStore
 
@@ -47,15 +48,20 @@ def names(exercise: Exercise) -> list[tuple[str, str]]:
         value = first[param.name]
         shape = value if isinstance(value, tuple) else ()
         dims = ", ".join(map(str, shape)) + ("," if len(shape) == 1 else "")
-        what = "the input" if len(inputs) == 1 else "an input"
+        if param.is_float:
+            what = "the input" if len(inputs) == 1 else "an input"
+        else:
+            what = "whole numbers (no gradient)"
         described.append((param.name, f"{what}, of shape ({dims}) in the first case"))
+    pairs = output_names(exercise.outputs, [p.name for p in exercise.parameters])
     if exercise.outputs == 1:
-        described.append(("y", "the output"))
-        described.append(("g", "dL/dy, the upstream gradient (grad_output)"))
+        ((y, g),) = pairs
+        described.append((y, "the output"))
+        described.append((g, f"dL/d{y}, the upstream gradient (grad_output)"))
     else:
-        for number in range(1, exercise.outputs + 1):
-            described.append((f"y{number}", f"output {number}"))
-            described.append((f"g{number}", f"dL/dy{number}, its upstream gradient"))
+        for number, (y, g) in enumerate(pairs, 1):
+            described.append((y, f"output {number}"))
+            described.append((g, f"dL/d{y}, its upstream gradient"))
     for name, formula in derivation.names.items():
         described.append((name, f"= {formula}"))
     return described

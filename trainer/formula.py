@@ -4,7 +4,8 @@ A gradient typed at ``trainer derive`` (``g * y * (1 - y)``) is text from outsid
 It becomes a tree of the node types below, and only those: numbers, names,
 the operators ``+ - * / @ ^`` (``**`` too), comparisons, the transpose (``ᵀ`` or
 ``.T``, the one thing that may follow a dot), calls of the functions of
-:data:`FUNCTIONS` by name, and a parenthesised list of dimensions. There is no
+:data:`FUNCTIONS` by name, and a parenthesised list of dimensions (or ``all_but(…)``,
+the dimensions it leaves out), only as a reduction's. There is no
 attribute access, no subscript, no string, no keyword: a character or a word
 that is not part of the language stops the parser with its position. Nothing
 here hands text to Python's own evaluation, and the evaluator
@@ -167,9 +168,18 @@ FUNCTIONS: dict[str, Function] = {
     "sum_to": Function(("value", "name"), "summed down to the shape of a named input"),
     "unsqueeze": Function(("value", "dims"), "a new dimension of size 1 at dim"),
     "numel": Function(_UNARY, "the number of elements"),
+    "size": Function(("value", "dims"), "the length of dimension dim"),
+    "onehot": Function(
+        ("value", "value"), "onehot(t, C): a new last dimension of length C, 1 at position t"
+    ),
+    "tril": Function(_UNARY, "the lower triangle of the last two dimensions (0 above)"),
+    "reshape": Function(("value", "value"), "reshape(e, like): e's elements in like's shape"),
 }
-# The functions whose dimensions may be a list, such as (0, 1).
+# The functions whose dimensions may be a list, such as (0, 1), or all_but(…).
 SEVERAL_DIMS = ("sum", "mean", "var", "amax", "logsumexp")
+# Dimensions named by those they leave out: sum(e, all_but(1)) sums over every dimension
+# of e but 1, whatever e's rank (a batch norm's statistics of (N, C) or (N, C, H, W)).
+ALL_BUT = "all_but"
 
 # Characters of mathematics typed as they are written, and what they stand for.
 _SYMBOLS = {
@@ -464,6 +474,13 @@ def check_names(node: Node, names: Collection[str]) -> None:
             node.start,
             node.end,
         )
+    if isinstance(node, Call) and node.function == ALL_BUT:
+        raise FormulaError(
+            f"{ALL_BUT}(…) only gives the dimensions of a sum, mean, var, amax or logsumexp, "
+            f"as in sum(e, {ALL_BUT}(1))",
+            node.start,
+            node.end,
+        )
     if isinstance(node, Call):
         _check_call(node, names)
         return
@@ -515,6 +532,20 @@ def _check_dims(node: Node, names: Collection[str], several: bool) -> None:
         for item in node.items:
             _check_dims(item, names, several=False)
         return
+    if isinstance(node, Call) and node.function == ALL_BUT and several:
+        if len(node.args) != 1:
+            raise FormulaError(
+                f"{ALL_BUT} takes 1 argument (a dimension or a list of them), not {len(node.args)}",
+                node.start,
+                node.end,
+            )
+        (left_out,) = node.args
+        if isinstance(left_out, Dims):
+            for item in left_out.items:
+                _check_dims(item, names, several=False)
+        else:
+            _check_dims(left_out, names, several=False)
+        return
     inner = node.operand if isinstance(node, Unary) else node
     if isinstance(inner, Number) and inner.integer:
         return
@@ -522,7 +553,7 @@ def _check_dims(node: Node, names: Collection[str], several: bool) -> None:
         return
     raise FormulaError(
         "a dimension is a whole number such as -1, or the name of one"
-        + (", or a list such as (0, 1)" if several else ""),
+        + (f", or a list such as (0, 1), or {ALL_BUT}(…)" if several else ""),
         node.start,
         node.end,
     )
@@ -544,9 +575,13 @@ def names_in(node: Node) -> set[str]:
     return found
 
 
-def output_names(outputs: int) -> tuple[tuple[str, str], ...]:
+def output_names(outputs: int, taken: Collection[str] = ()) -> tuple[tuple[str, str], ...]:
     """The names of the outputs and of their upstream gradients: ``y`` and ``g`` for one
-    output, ``y1, g1, y2, g2…`` for several."""
+    output, ``y1, g1, y2, g2…`` for several; ``out`` (``out1…``) for the outputs when an
+    input is already called ``y`` (a dot product of ``x`` and ``y``), ``grad_out`` for the
+    gradients when one is called ``g``."""
+    output = "out" if "y" in taken else "y"
+    gradient = "grad_out" if "g" in taken else "g"
     if outputs == 1:
-        return (("y", "g"),)
-    return tuple((f"y{i}", f"g{i}") for i in range(1, outputs + 1))
+        return ((output, gradient),)
+    return tuple((f"{output}{i}", f"{gradient}{i}") for i in range(1, outputs + 1))

@@ -11,9 +11,9 @@ computed (shapes that do not fit, a dimension that does not exist) is an
 
 A formula's value becomes a gradient of the input's shape the way math notation
 means it (:func:`as_gradient`): a number, or a value that broadcasts to the input,
-is spread over it; leading dimensions of size 1 (what a kept sum leaves) are
-dropped. A value that is larger than the input (not summed over a batch) or
-transposed is not reshaped: its shape is part of the verdict.
+is spread over it; dimensions of size 1 (what a kept sum leaves) are dropped. A
+value that is larger than the input (not summed over a batch) or transposed is
+not reshaped: its shape is part of the verdict.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from trainer.formula import (
+    ALL_BUT,
     CONSTANTS,
     Binary,
     Call,
@@ -41,6 +42,8 @@ from trainer.formula import (
 Scalar = float | int | bool
 Scope = Mapping[str, "torch.Tensor | Scalar"]
 DTYPE = torch.float64
+MAX_CLASSES = 100_000  # the length of a one-hot's new dimension
+MAX_ELEMENTS = 10_000_000  # of a one-hot: a formula never allocates more than this
 
 
 def _tensor(value: float) -> torch.Tensor:
@@ -190,16 +193,45 @@ def _call(node: Call, scope: Scope) -> torch.Tensor:
     name = node.function
     if name in _ELEMENTWISE:
         return _ELEMENTWISE[name](evaluate(node.args[0], scope))
-    if name in ("max", "min", "where"):
+    if name == "where":
+        condition = evaluate(node.args[0], scope)
+        if condition.dim() == 0:
+            # A number as the condition is an if: only the value chosen is computed, so
+            # the two may have shapes that do not broadcast (keepdim or not).
+            return evaluate(node.args[1] if bool(condition != 0) else node.args[2], scope)
+        values = [condition, *(evaluate(a, scope) for a in node.args[1:])]
+        _broadcast(node, *values)
+        return torch.where(values[0] != 0, values[1], values[2])
+    if name in ("max", "min"):
         values = [evaluate(a, scope) for a in node.args]
         _broadcast(node, *values)
-        if name == "where":
-            return torch.where(values[0] != 0, values[1], values[2])
         return torch.maximum(*values) if name == "max" else torch.minimum(*values)
     if name == "sum_to":
         return _sum_to(node, scope)
     if name == "numel":
         return _tensor(float(evaluate(node.args[0], scope).numel()))
+    if name == "size":
+        value = evaluate(node.args[0], scope)
+        if value.dim() == 0:
+            raise _fail(node, "a number has no dimensions to measure")
+        (dim,) = _dims(node.args[1], scope, value)
+        return _tensor(float(value.shape[dim]))
+    if name == "onehot":
+        return _onehot(node, scope)
+    if name == "tril":
+        value = evaluate(node.args[0], scope)
+        if value.dim() < 2:
+            raise _fail(node, f"tril needs two dimensions or more, not {shape_text(value)}")
+        return torch.tril(value)
+    if name == "reshape":
+        value, like = (evaluate(a, scope) for a in node.args)
+        if value.numel() != like.numel():
+            raise _fail(
+                node,
+                f"a {shape_text(value)} value cannot take the shape {shape_text(like)}: "
+                "they differ in their number of elements",
+            )
+        return value.reshape(like.shape)
     if name == "unsqueeze":
         value = evaluate(node.args[0], scope)
         dim = _dim(node.args[1], scope)
@@ -209,8 +241,10 @@ def _call(node: Call, scope: Scope) -> torch.Tensor:
     if name in _REDUCE:
         value = evaluate(node.args[0], scope)
         dims = _dims(node.args[1], scope, value) if len(node.args) > 1 else None
-        if dims is not None and len(dims) > 1 and name in ("softmax", "log_softmax"):
+        if dims is not None and len(dims) != 1 and name in ("softmax", "log_softmax"):
             raise _fail(node.args[1], f"{name} runs along one dimension")
+        if dims == ():
+            return value * 0 if name == "var" else value  # over no dimension at all
         return _REDUCE[name](value, dims)
     raise _fail(node, f"`{name}` cannot be computed here")  # understand() lets none through
 
@@ -232,8 +266,28 @@ def _sum_to(node: Call, scope: Scope) -> torch.Tensor:
         ) from None
 
 
+def _onehot(node: Call, scope: Scope) -> torch.Tensor:
+    """``onehot(t, C)``: t's shape and a new last dimension of length C, 1 where the
+    position equals t, 0 elsewhere (a t outside 0…C−1, such as an ignore index of -100,
+    gives a row of zeros)."""
+    indices, count = (evaluate(a, scope) for a in node.args)
+    number = float(count.reshape(-1)[0]) if count.numel() == 1 else math.nan
+    if not (math.isfinite(number) and number.is_integer() and number >= 1):
+        raise _fail(node.args[1], "the number of classes C is one whole number, 1 or more")
+    classes = int(number)
+    if classes > MAX_CLASSES or indices.numel() * classes > MAX_ELEMENTS:
+        raise _fail(node, f"a one-hot of more than {MAX_ELEMENTS} elements is not computed")
+    positions = torch.arange(classes, dtype=DTYPE)
+    return (indices.unsqueeze(-1) == positions).to(DTYPE)
+
+
 def _dims(node: Node, scope: Scope, value: torch.Tensor) -> tuple[int, ...]:
-    """The dimensions a reduction runs over, each checked against ``value``."""
+    """The dimensions a reduction runs over, each checked against ``value``; those of
+    ``all_but(…)`` are every dimension of ``value`` but the ones it lists."""
+    if isinstance(node, Call) and node.function == ALL_BUT:
+        rank = max(value.dim(), 1)
+        left_out = {d % rank for d in _dims(node.args[0], scope, value)}
+        return tuple(d for d in range(value.dim()) if d not in left_out)
     items = node.items if isinstance(node, Dims) else (node,)
     dims: list[int] = []
     rank = max(value.dim(), 1)
@@ -266,10 +320,18 @@ def _dim(node: Node, scope: Scope) -> int:
 
 def as_gradient(value: torch.Tensor, like: torch.Tensor) -> torch.Tensor:
     """A formula's value as a gradient for ``like``, as math notation means it: leading
-    dimensions of size 1 dropped, a value that broadcasts to the input spread over it.
-    Any other shape is left as it is (the verdict says why it is wrong)."""
+    dimensions of size 1 dropped, a value that broadcasts to the input spread over it,
+    one that has the input's shape but for dimensions of size 1 (a kept reduction over
+    all but a middle dimension) taken in the input's shape. Any other shape is left as
+    it is (the verdict says why it is wrong)."""
     while value.dim() > like.dim() and value.shape[0] == 1:
         value = value[0]
     if value.dim() <= like.dim() and broadcast_shape(value.shape, like.shape) == like.shape:
         value = value.expand(like.shape)
+    elif _without_ones(value.shape) == _without_ones(like.shape):
+        value = value.reshape(like.shape)  # the kept dimensions of a reduction elsewhere
     return value
+
+
+def _without_ones(shape: Sequence[int]) -> list[int]:
+    return [size for size in shape if size != 1]

@@ -704,10 +704,10 @@ def _derivation(
     """``derive``: ``answers`` (required), ``names`` and ``mistakes``; every formula is
     understood over the names before it (numbers are `trainer validate`'s to check)."""
     node.mapping(["answers"], ["names", "mistakes"])
-    # Float tensors and scalars by their parameter names (an int tensor holds indices,
-    # which a formula cannot use: it has no indexing).
-    scope = [p.name for p in params if isinstance(p, ScalarParam) or p.is_float]
-    for y, g in output_names(outputs):
+    # Every parameter by its name; an int tensor (class indices, a mask) as its values:
+    # a formula has no indexing, but onehot(target, C) and comparisons read them.
+    scope = [p.name for p in params]
+    for y, g in output_names(outputs, scope):
         scope += [y, g]
     scope.append("grad_output")
     names: dict[str, str] = {}

@@ -74,6 +74,8 @@ def _words(mistake: str, default: str, name: str, factor: float) -> str:
         "it should be zero",
         "constant_factor": f"your formula is off by a constant factor: {factor:.4g} times the "
         "gradient",
+        "ignores_an_upstream": "your formula leaves out an upstream gradient: each output "
+        "the loss uses adds its own term to the gradient, so each of g1, g2… appears",
         "unknown": "your formula does not give the gradient, and no classic mistake fits",
     }
     return said.get(mistake, default)
@@ -104,10 +106,11 @@ class Whiteboard:
                 scope[param.name] = value.to(DTYPE)
             elif isinstance(value, float | int | bool):
                 scope[param.name] = value
-        pairs = output_names(len(run.expected_outputs))
+        pairs = output_names(len(run.expected_outputs), [p.name for p in run.params])
         for (y, g), output, gradient in zip(pairs, run.expected_outputs, upstream, strict=True):
-            scope[y], scope[g] = output, gradient
-        scope["grad_output"] = upstream[0]
+            # An integer output (top-k's indices) as float64 too, like an int input.
+            scope[y], scope[g] = output.to(DTYPE), gradient.to(DTYPE)
+        scope["grad_output"] = upstream[0].to(DTYPE)
         for name, text in self.derivation.names.items():
             scope[name] = evaluate(understand(text, list(scope)), scope)
         return scope
@@ -172,7 +175,7 @@ class Whiteboard:
         for mistake, (words, wrong) in run.known_wrong.get(input_name, {}).items():
             # The spec's own mistakes, whatever shape the formula keeps (a kept sum).
             if wrong.numel() == got.numel() and _close(got.reshape(wrong.shape), wrong):
-                return Wrong(mistake, words, case, 1, 1, view)
+                return Wrong(mistake, _words(mistake, words, input_name, 0.0), case, 1, 1, view)
         try:
             got_other: torch.Tensor | None = as_gradient(evaluate(node, scope_other), like)
         except EvaluationError:
