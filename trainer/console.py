@@ -553,9 +553,10 @@ def quiz_score(exercise: Exercise | SharedQuiz, score: int, total: int, best: in
 FORMULA_LANGUAGE = (
     "Write + - * / ^ (or **), @ (matrix product), ᵀ or .T; a comparison is 1 or 0; exp log "
     "sqrt abs sign tanh sigmoid (σ) softplus relu erf Phi phi, max(a, b), min(a, b), "
-    "where(c, a, b); sum(e, dim), mean, var, amax, logsumexp keep dim as size 1 (no dim: "
-    "all); softmax(e, dim), unsqueeze(e, dim), numel(e); sum_to(e, name) sums e down to an "
-    "input's shape."
+    "where(c, a, b); sum(e, dim), mean, var, amax, logsumexp keep dim as size 1 (dim may "
+    "be (0, 1) or all_but(1); no dim: all); softmax(e, dim), unsqueeze(e, dim), numel(e), "
+    "size(e, dim), onehot(t, C), tril(e), reshape(e, like); sum_to(e, name) sums e down to "
+    "an input's shape."
 )
 
 
