@@ -516,3 +516,16 @@ def test_a_branch_wrong_only_for_two_of_five_inputs_requiring_grad_fails_the_con
     stage, message, mistake = first_failure(check(service, tmp_path, "mlp", source))
     assert (stage, mistake) == ("contract", "needs_input_grad"), message
     assert "with only `x` and `b1` requiring grad" in message
+
+
+@pytest.mark.parametrize("ignored", [1, 2])
+def test_a_backward_that_ignores_either_upstream_gradient_is_named(service, tmp_path, ignored):
+    """Each output's upstream gradient left out is a known wrong gradient of its own: the
+    plan kept only the last output's (ignoring grad_out1 matched none of the mistakes)."""
+    reference = CATALOG.solution_path(CATALOG.get("two_output")).read_text(encoding="utf-8")
+    term = "grad_out1" if ignored == 1 else "grad_out2"
+    source = reference.replace(f"* {term}", "* 0")
+    assert source != reference
+    stage, message, mistake = first_failure(check(service, tmp_path, "two_output", source))
+    assert (stage, mistake) == ("backward", "ignores_an_upstream"), message
+    assert f"grad_out{ignored} is ignored" in message

@@ -172,10 +172,11 @@ class Whiteboard:
             view = (
                 f"your formula gives {shape_text(got)} for {input_name}, which is {shape_text(expected)}",
             )
-        for mistake, (words, wrong) in run.known_wrong.get(input_name, {}).items():
+        for mistake, alternatives in run.known_wrong.get(input_name, {}).items():
             # The spec's own mistakes, whatever shape the formula keeps (a kept sum).
-            if wrong.numel() == got.numel() and _close(got.reshape(wrong.shape), wrong):
-                return Wrong(mistake, _words(mistake, words, input_name, 0.0), case, 1, 1, view)
+            for words, wrong in alternatives:
+                if wrong.numel() == got.numel() and _close(got.reshape(wrong.shape), wrong):
+                    return Wrong(mistake, _words(mistake, words, input_name, 0.0), case, 1, 1, view)
         try:
             got_other: torch.Tensor | None = as_gradient(evaluate(node, scope_other), like)
         except EvaluationError:

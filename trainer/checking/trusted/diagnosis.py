@@ -9,7 +9,7 @@ When none fits, say so plainly. The words live in :mod:`trainer.vocabulary`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,8 +84,8 @@ class Evidence:
     want_other: torch.Tensor | None = None
     have_other: torch.Tensor | None = None
     upstream: torch.Tensor | None = None
-    # Wrong gradients the spec or the plan knows by name: mistake -> (words, gradient).
-    known: Mapping[str, tuple[str, torch.Tensor]] = field(default_factory=dict)
+    # Wrong gradients the spec or the plan knows by name: mistake -> each (words, gradient).
+    known: Mapping[str, Sequence[tuple[str, torch.Tensor]]] = field(default_factory=dict)
 
     def close(self, a: torch.Tensor, b: torch.Tensor) -> bool:
         return _close(a, b, self.rtol, self.atol)
@@ -145,9 +145,10 @@ def _sign_flipped(e: Evidence) -> tuple[str, str] | None:
 
 def _known(e: Evidence) -> tuple[str, str] | None:
     """A wrong gradient the spec (or the plan) names: the learner's matches it."""
-    for mistake, (words, gradient) in e.known.items():
-        if gradient.shape == e.have.shape and e.close(e.have, gradient.double()):
-            return mistake, words
+    for mistake, alternatives in e.known.items():
+        for words, gradient in alternatives:
+            if gradient.shape == e.have.shape and e.close(e.have, gradient.double()):
+                return mistake, words
     return None
 
 
@@ -227,7 +228,7 @@ def classify(
     expected_other: torch.Tensor | None = None,
     got_other: torch.Tensor | None = None,
     upstream: torch.Tensor | None = None,
-    known: Mapping[str, tuple[str, torch.Tensor]] | None = None,
+    known: Mapping[str, Sequence[tuple[str, torch.Tensor]]] | None = None,
     rtol: float = 1e-4,
     atol: float = 1e-6,
 ) -> tuple[str, str]:
@@ -259,7 +260,7 @@ def diagnose(
     expected_other: torch.Tensor | None = None,
     got_other: torch.Tensor | None = None,
     upstream: torch.Tensor | None = None,
-    known: Mapping[str, tuple[str, torch.Tensor]] | None = None,
+    known: Mapping[str, Sequence[tuple[str, torch.Tensor]]] | None = None,
     rtol: float = 1e-4,
     atol: float = 1e-6,
 ) -> NamedMistake:

@@ -60,7 +60,9 @@ class Run:
     outputs_slack: tuple[torch.Tensor, ...] = ()
     grads_slack: dict[str, torch.Tensor] = field(default_factory=dict)
     # Wrong gradients known by name, for the diagnosis: input -> mistake -> (words, tensor).
-    known_wrong: dict[str, dict[str, tuple[str, torch.Tensor]]] = field(default_factory=dict)
+    # input -> mistake -> each (words, gradient) the mistake gives (one per output a
+    # backward could ignore, say)
+    known_wrong: dict[str, dict[str, list[tuple[str, torch.Tensor]]]] = field(default_factory=dict)
     note: str = ""  # what is special about the values (structured runs), for the label
 
     @property
@@ -915,10 +917,10 @@ def _run(
     tolerance = (
         exercise.tolerances.float32 if dtype == torch.float32 else exercise.tolerances.float64
     )
-    known_wrong: dict[str, dict[str, tuple[str, torch.Tensor]]] = {}
+    known_wrong: dict[str, dict[str, list[tuple[str, torch.Tensor]]]] = {}
     for mistake, declared in exercise.mistakes.items():
         for name, wrong in _stated_gradients(exercise, live, upstream, declared.gradient).items():
-            known_wrong.setdefault(name, {})[mistake] = (declared.words, wrong)
+            known_wrong.setdefault(name, {}).setdefault(mistake, []).append((declared.words, wrong))
     if len(differentiable(outputs, upstream)[0]) > 1:  # a backward that ignores an upstream
         for ignored in range(len(outputs)):
             if not outputs[ignored].is_floating_point():
@@ -931,7 +933,10 @@ def _run(
                 f"output {ignored + 1} were not used (grad_out{ignored + 1} is ignored)"
             )
             for name, wrong in gradients(partial).items():
-                known_wrong.setdefault(name, {})["ignores_an_upstream"] = (words, wrong)
+                alternatives = known_wrong.setdefault(name, {}).setdefault(
+                    "ignores_an_upstream", []
+                )
+                alternatives.append((words, wrong))
     return Run(
         case=case,
         dtype=dtype,
