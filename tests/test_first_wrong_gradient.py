@@ -23,7 +23,7 @@ from trainer.authoring import VariantResult
 from trainer.checking import protocol
 from trainer.checking.learner.answers import CustomOpAnswer, FunctionAnswer
 from trainer.checking.recording import BackwardTensors
-from trainer.checking.trusted.intermediates import first_wrong, locate
+from trainer.checking.trusted.intermediates import first_wrong, locate, same
 from trainer.checking.trusted.plan import Plan, _with_layer_grads, reference_runs
 from trainer.checking.trusted.stages import Checked
 from trainer.errors import SpecError
@@ -76,6 +76,15 @@ def test_a_layer_not_found_above_a_found_one_was_right_inside_an_expression_and_
     assert locate(CHAIN, found, _right(), truncated=False) is None
 
 
+def test_nothing_is_said_of_a_layer_whose_size_backward_never_computed():
+    """A gradient worked out in forward and only scaled by backward passes through no
+    tensor of backward but its results: the layer cannot be judged."""
+    found, right = _found(), _right("W2", "C")
+    assert locate(CHAIN, found, right, truncated=False) == "logits"
+    candidates = [name != "logits" for name in LAYERS]
+    assert locate(CHAIN, found, right, truncated=False, candidates=candidates) is None
+
+
 def test_nothing_is_said_when_the_reply_left_tensors_out():
     found = _found("logits", "h", "hpreact")
     assert locate(CHAIN, found, _right("W1", "C"), truncated=True) is None
@@ -109,6 +118,17 @@ def test_validation_holds_a_wrong_variant_to_the_place_it_declares():
     assert "first wrong at nowhere said" in VariantResult(declared, "backward", None).describe()
 
 
+def test_a_layer_s_gradient_is_found_in_another_layout_but_a_square_one_s_transpose_is_not():
+    want = torch.arange(6.0, dtype=torch.float64).reshape(2, 3) - 2.5
+    assert same(want.clone(), want) and same(want.float(), want)
+    assert same(want.reshape(2, 3, 1), want)  # (N, T, d) for (N, T·d)
+    assert same(want.T.contiguous(), want)  # worked with as (V, N)
+    square = torch.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=torch.float64)
+    assert not same(square.T, square)  # the transpose mistake itself
+    assert not same(want * (1 + 1e-4), want)
+    assert same(want * (1 + 1e-9), want)
+
+
 # -- what the learner's process records ----------------------------------------------------
 
 
@@ -134,6 +154,16 @@ def test_the_recorder_keeps_only_the_sizes_asked_and_says_when_it_left_some_out(
     assert len(recorder.kept) == 2 and recorder.truncated
     assert all(t.numel() == 6 for t in recorder.kept)
     assert not any(t.data_ptr() in (y.data_ptr(), z.data_ptr()) for t in recorder.kept)
+
+
+def test_the_copies_of_backward_s_results_are_told_from_the_values_it_computed_on_its_way():
+    recorder = BackwardTensors({4}, most=100, most_bytes=1 << 20)
+    with recorder:
+        on_the_way = torch.ones(4) * 2
+        result = on_the_way + 1
+        flat = torch.zeros(4)
+        flat.add_(result)
+    assert recorder.made_into([flat.view(2, 2), None]) == [False, False, False, True, True]
 
 
 # -- in the checker, against a learner side in this process --------------------------------
@@ -356,6 +386,19 @@ def test_nothing_is_said_where_the_evidence_cannot_tell_a_wrong_layer_from_one_n
     assert not any("first wrong gradient" in line for line in failure["details"])
 
 
+def test_nothing_is_said_of_gradients_worked_out_in_forward_and_scaled_by_backward(
+    tmp_path: Path,
+):
+    """The whole chain runs in forward, for an upstream gradient of 1, and backward
+    only multiplies the saved results by grad_output: the gradient at the logits is
+    right but never in backward. W2's formula is wrong (it pairs the logits' gradient
+    with hpreact, not h); the logits must not be blamed for it."""
+    path = tmp_path / "in_forward.py"
+    path.write_text(IN_FORWARD)
+    failure = _backward(path)
+    assert failure["first_wrong"] == "", failure["details"]
+
+
 def test_the_atomic_route_written_right_passes_every_stage(tmp_path: Path):
     """Karpathy's exercise 1, every intermediate its own step, with his forward's
     `1/n * sum` for the mean."""
@@ -505,4 +548,49 @@ class MakemoreMLP(torch.autograd.Function):
             for j in range(Xb.shape[1]):
                 dC[Xb[k, j]] += demb[k, j]
         return None, dC, dW1, db1, dbngain, dbnbias, dW2, db2, None
+"""
+
+
+IN_FORWARD = """
+import torch
+
+
+class MakemoreMLP(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, Xb, C, W1, b1, bngain, bnbias, W2, b2, Yb):
+        n = Xb.shape[0]
+        embcat = C[Xb].reshape(n, -1)
+        hprebn = embcat @ W1 + b1
+        bndiff = hprebn - hprebn.sum(0, keepdim=True) / n
+        bnvar_inv = ((bndiff**2).sum(0, keepdim=True) / (n - 1) + 1e-5) ** -0.5
+        bnraw = bndiff * bnvar_inv
+        hpreact = bngain * bnraw + bnbias
+        h = torch.tanh(hpreact)
+        logits = h @ W2 + b2
+        shifted = logits - logits.amax(1, keepdim=True)
+        log_probs = shifted - torch.log(torch.exp(shifted).sum(1, keepdim=True))
+        # Every gradient now, for an upstream gradient of 1.
+        dlogits = torch.exp(log_probs)
+        dlogits[torch.arange(n), Yb] -= 1
+        dlogits = dlogits / n
+        dW2 = hpreact.T @ dlogits  # wrong: the layer's input is h
+        db2 = dlogits.sum(0)
+        dhpreact = (1 - h**2) * (dlogits @ W2.T)
+        dbngain = (bnraw * dhpreact).sum(0, keepdim=True)
+        dbnbias = dhpreact.sum(0, keepdim=True)
+        dhprebn = bngain * bnvar_inv / n * (
+            n * dhpreact - dhpreact.sum(0) - n / (n - 1) * bnraw * (dhpreact * bnraw).sum(0)
+        )
+        dW1 = embcat.T @ dhprebn
+        db1 = dhprebn.sum(0)
+        dC = torch.zeros_like(C).index_add_(
+            0, Xb.reshape(-1), (dhprebn @ W1.T).reshape(-1, C.shape[1])
+        )
+        ctx.save_for_backward(dC, dW1, db1, dbngain, dbnbias, dW2, db2)
+        return -log_probs[torch.arange(n), Yb].mean()
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        grads = [g * grad_output for g in ctx.saved_tensors]
+        return None, *grads, None
 """

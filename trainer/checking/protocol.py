@@ -835,6 +835,7 @@ LAYER_TENSORS_BYTES = 32 << 20
 @dataclass
 class LayerTensorsReply(Reply):
     tensors: object = value()  # copies of the tensors backward made, in order
+    returned: list[bool] = field(default_factory=list)  # each: one of backward's results
     truncated: bool = False  # more were made than fit: some are not among them
 
 
@@ -843,7 +844,8 @@ class LayerTensors(Request[LayerTensorsReply]):
     """One forward call, then its backward called directly as the engine calls it,
     under :class:`~trainer.checking.recording.BackwardTensors`: copies of the tensors
     backward's ops made with as many elements as one of ``shapes`` (the layers of the
-    spec's chain). Only the shapes come here, never a value the checker expects."""
+    spec's chain), each marked when it is one of backward's results. Only the shapes
+    come here, never a value the checker expects."""
 
     op = "layer_tensors"
     reply = LayerTensorsReply
@@ -866,10 +868,14 @@ class LayerTensors(Request[LayerTensorsReply]):
         recorder = BackwardTensors(sizes, min(self.most, LAYER_TENSORS_MOST), self.most_bytes)
         try:
             with recorder:
-                answer.call_backward(node, listed(self.upstream))
+                result = answer.call_backward(node, listed(self.upstream))
         except BaseException as error:  # the learner's code may raise anything
             return LayerTensorsReply(error=learner.failed(error, "backward"))
-        return LayerTensorsReply(tensors=recorder.kept, truncated=recorder.truncated)
+        return LayerTensorsReply(
+            tensors=recorder.kept,
+            returned=recorder.made_into(listed(result) or [result]),
+            truncated=recorder.truncated,
+        )
 
 
 def _elements(shape: Sequence[int]) -> int:

@@ -32,6 +32,7 @@ class BackwardTensors(TorchDispatchMode):  # type: ignore[no-untyped-call]
         self.most = most
         self.most_bytes = most_bytes
         self.kept: list[torch.Tensor] = []
+        self.storages: list[int] = []  # where each copied tensor's values lived
         self.bytes = 0
         self.truncated = False
 
@@ -69,4 +70,16 @@ class BackwardTensors(TorchDispatchMode):  # type: ignore[no-untyped-call]
             self.truncated = True
             return
         self.kept.append(tensor.detach().clone())
+        self.storages.append(tensor.untyped_storage().data_ptr())
         self.bytes += size
+
+    def made_into(self, returned: Iterable[object]) -> list[bool]:
+        """For each copy, whether the tensor it was copied from shares its memory with one
+        of ``returned`` (backward's results, or views of them): a result is no value
+        backward computed on its way."""
+        results = {
+            t.untyped_storage().data_ptr()
+            for t in returned
+            if isinstance(t, torch.Tensor) and t.layout == torch.strided
+        }
+        return [storage in results for storage in self.storages]

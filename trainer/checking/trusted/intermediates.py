@@ -19,9 +19,11 @@ gradient at each layer it passes is the output of some op. So:
 evidence says so. An input's wrong gradient is certain. A layer whose gradient
 was not found but a layer below it was is right, computed inside a larger
 expression: the walk goes on. Any other layer whose gradient was not found is
-named only when nothing was left out of the reply, the inputs it gives gradients
-to are not all right, and one input below it is wrong. Otherwise it says nothing
-rather than guess.
+named only when nothing was left out of the reply, backward computed some tensor of
+its size on its way (not one of its results: a gradient worked out in forward and
+only scaled by backward never passes through backward as a layer's), the inputs
+it gives gradients to are not all right, and one input below it is wrong.
+Otherwise it says nothing rather than guess.
 """
 
 from __future__ import annotations
@@ -41,10 +43,12 @@ from trainer.spec import Chain, TensorParam
 # find out that torch changed under it).
 _allclose = torch.allclose
 
-# How near a tensor must be to the reference's gradient to be it (float64 runs): far
-# looser than rounding, far tighter than any wrong formula.
+# How near a tensor must be to the reference's gradient at a layer to be it (float64
+# runs), relative to the gradient's largest element, and at least: far looser than
+# rounding, far tighter than any wrong formula.
 RTOL = 1e-6
 ATOL = 1e-9
+ATOL_FLOOR = 1e-12
 
 
 @dataclass(frozen=True)
@@ -56,23 +60,37 @@ class FirstWrong:
 
 
 def same(got: torch.Tensor, want: torch.Tensor) -> bool:
-    """Whether ``got`` holds ``want`` (as many elements, read in the same order: a
-    gradient kept as (N, T, d) for a layer of (N, T·d) is the same gradient)."""
-    if got.numel() != want.numel() or not got.is_floating_point():
+    """Whether ``got`` holds the gradient ``want`` at a layer: with its shape, as many
+    elements read in the same order (a gradient kept as (N, T, d) for a layer of
+    (N, T·d)), or the transpose of a matrix that is not square (a backward that works
+    with (V, N) for (N, V); a square one's transpose could be the mistake itself)."""
+    if not got.is_floating_point():
+        return False
+    if got.shape == want.shape:
+        candidate = got
+    elif got.dim() == 2 == want.dim() and got.shape == want.shape[::-1] != want.shape:
+        candidate = got.mT
+    elif got.numel() == want.numel():
+        candidate = got.reshape(want.shape)
+    else:
         return False
     scale = float(want.abs().max()) if want.numel() else 0.0
-    return bool(
-        _allclose(got.double().reshape(want.shape), want, rtol=RTOL, atol=ATOL * max(1.0, scale))
-    )
+    atol = ATOL * scale + ATOL_FLOOR
+    return bool(_allclose(candidate.double(), want, rtol=RTOL, atol=atol))
 
 
 def locate(
-    chain: Chain, found: Sequence[bool], right: Mapping[str, bool], truncated: bool
+    chain: Chain,
+    found: Sequence[bool],
+    right: Mapping[str, bool],
+    truncated: bool,
+    candidates: Sequence[bool] | None = None,
 ) -> str | None:
     """The first place, in backward order, whose gradient is not right: an input, when
     its returned gradient is wrong; a layer, when no tensor holds its gradient and the
-    evidence rules out a right one computed inside a larger expression. None when
-    nothing can be concluded."""
+    evidence rules out a right one computed inside a larger expression or elsewhere.
+    ``candidates``: per layer, whether backward computed any tensor of its size on its
+    way (its results aside). None when nothing can be concluded."""
     for name, index in chain.order():
         if index == 0:
             if right.get(name, True):
@@ -82,6 +100,8 @@ def locate(
             continue  # right; or right inside a larger expression, as a layer below is
         if truncated:
             return None  # perhaps among the tensors left out of the reply
+        if candidates is not None and not candidates[index - 1]:
+            return None  # backward computed nothing of its size: it was computed elsewhere
         fed = [n for n, at in chain.feeds.items() if at == index and n in right]
         if fed and all(right[n] for n in fed):
             return None  # what it gives gradients to is right: so, it seems, is it
@@ -103,8 +123,17 @@ def first_wrong(checked: Checked, failed: Run) -> FirstWrong | None:
     grads = learner_gradients(checked.function_class, run, checked.exercise)
     if not isinstance(grads, dict):
         return None
+    # An input's gradient is right as backward parity has it: within the run's tolerance.
+    tolerance = run.tolerance
     right = {
-        name: got is not None and same(got, run.expected_grads[name]) for name, got in grads.items()
+        name: got is not None
+        and got.shape == run.expected_grads[name].shape
+        and bool(
+            _allclose(
+                got.double(), run.expected_grads[name], rtol=tolerance.rtol, atol=tolerance.atol
+            )
+        )
+        for name, got in grads.items()
     }
     request = protocol.LayerTensors(
         args=[a.detach() if isinstance(a, torch.Tensor) else a for a in run.args],
@@ -118,11 +147,15 @@ def first_wrong(checked: Checked, failed: Run) -> FirstWrong | None:
         return None
     if reply.error is not None:
         return None
-    sent = protocol.listed(reply.tensors)
-    made = [t for t in sent[: protocol.LAYER_TENSORS_MOST] if isinstance(t, torch.Tensor)]
-    found = [any(same(t, want) for t in made) for want in run.layer_grads]
-    truncated = reply.truncated or len(sent) > protocol.LAYER_TENSORS_MOST
-    at = locate(chain, found, right, truncated)
+    sent = protocol.listed(reply.tensors)[: protocol.LAYER_TENSORS_MOST]
+    results = reply.returned + [False] * (len(sent) - len(reply.returned))
+    made = [(t, r) for t, r in zip(sent, results, strict=False) if isinstance(t, torch.Tensor)]
+    found = [any(same(t, want) for t, _ in made) for want in run.layer_grads]
+    # A layer is judged only when backward computed a tensor of its size on its way:
+    # a gradient worked out in forward and scaled by backward leaves it none.
+    candidates = [any(t.numel() == g.numel() and not r for t, r in made) for g in run.layer_grads]
+    truncated = reply.truncated or len(protocol.listed(reply.tensors)) > len(sent)
+    at = locate(chain, found, right, truncated, candidates)
     if at is None:
         return None
     return FirstWrong(at, _words(chain, at))
