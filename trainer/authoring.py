@@ -37,11 +37,14 @@ class VariantResult:
     failed_at: str | None  # the first failing stage; None when it passed
     mistake: str | None
     missing: Path | None = None  # the declared file, where there is none
+    first_wrong: str = ""  # where the report says the first wrong gradient is
 
     @property
     def ok(self) -> bool:
-        return self.failed_at == self.variant.fails_at and (
-            self.variant.mistake is None or self.mistake == self.variant.mistake
+        return (
+            self.failed_at == self.variant.fails_at
+            and (self.variant.mistake is None or self.mistake == self.variant.mistake)
+            and (self.variant.first_wrong is None or self.first_wrong == self.variant.first_wrong)
         )
 
     def describe(self) -> str:
@@ -53,6 +56,9 @@ class VariantResult:
             if self.failed_at is None
             else self.failed_at + (f"/{self.mistake}" if self.mistake else "")
         )
+        if self.variant.first_wrong is not None:
+            want += f", first wrong at {self.variant.first_wrong}"
+            got += f", first wrong at {self.first_wrong or 'nowhere said'}"
         return f"{self.variant.file}: expected {want}, got {got}"
 
 
@@ -142,12 +148,15 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def _first_failure(report: CheckReport) -> tuple[str | None, str | None, str]:
+def _first_failure(report: CheckReport) -> tuple[str | None, str | None, str, str]:
+    """The first failing stage, the mistake it names, its words and where it says the
+    first wrong gradient is."""
     failure = report.first_failure
     if failure is None:
-        return None, None, ""
+        return None, None, "", ""
     mistake = (failure.diagnosis or {}).get("mistake")
-    return failure.id, mistake if isinstance(mistake, str) else None, failure.message
+    named = mistake if isinstance(mistake, str) else None
+    return failure.id, named, failure.message, failure.first_wrong
 
 
 def _stub_points(exercise: Exercise, report: CheckReport) -> str:
@@ -347,7 +356,7 @@ def validate(
                     else:
                         result.solution, result.not_run = message, True
                     continue
-                stage, mistake, message = _first_failure(report)
+                stage, mistake, message, first_wrong = _first_failure(report)
                 if kind == "stub":
                     result.stub_report = report
                     if stage is None:
@@ -359,7 +368,9 @@ def validate(
                     during = f" (follow-up {following})" if following else ""
                     result.solution = f"the reference solution fails at {stage}{during}: {message}"
                 elif kind == "variant" and variant is not None:
-                    result.variants.append(VariantResult(variant, stage, mistake))
+                    result.variants.append(
+                        VariantResult(variant, stage, mistake, None, first_wrong)
+                    )
         if formulas is not None:
             found = _derive_problems(formulas, [e.source for _, e in derived])
             for result, exercise in derived:

@@ -7,6 +7,7 @@ author can fix it without reading a traceback. The format is documented in
 
 from __future__ import annotations
 
+import ast
 import difflib
 import functools
 import math
@@ -138,6 +139,9 @@ class WrongVariant:
     # A follow-up's id: the variant passes the base check and fails at ``fails_at``
     # once that follow-up is active.
     follow_up: str | None = None
+    # Where the report must say the first wrong gradient is, walking backward (a layer of
+    # ``intermediates`` or an input that requires grad): validation holds the checker to it.
+    first_wrong: str | None = None
 
 
 # What a follow-up's constraint may be (see docs/spec-format.md, "Follow-ups").
@@ -199,6 +203,36 @@ class Derivation:
     scope: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Layer:
+    """One boundary between layers of the chain ``intermediates:`` declares."""
+
+    name: str  # a Python name, used by the chain's expressions
+    words: str  # how the report says it: "the batch-norm input"
+    value: str  # forward's value there, over the parameters and the next layer's name
+
+
+@dataclass(frozen=True)
+class Chain:
+    """``intermediates:``, forward written as a chain of named values, so that a wrong
+    gradient can be traced to the first layer where it goes wrong (``trusted.chain``)."""
+
+    output: str  # forward's output(s), an expression over the first layer's name
+    layers: tuple[Layer, ...]  # in backward order: the first is nearest the output
+    # Each input that requires grad -> the layer whose gradient gives its own: 1 for the
+    # first layer (counted from 1), 0 for an input the output expression uses.
+    feeds: Mapping[str, int] = field(default_factory=dict)
+
+    def order(self) -> list[tuple[str, int]]:
+        """Everything backward computes, in its order: (a layer's name, its index from
+        1) for a layer, (an input's name, 0) for an input, after the layer giving it."""
+        found: list[tuple[str, int]] = [(n, 0) for n, at in self.feeds.items() if at == 0]
+        for index, layer in enumerate(self.layers, 1):
+            found.append((layer.name, index))
+            found += [(n, 0) for n, at in self.feeds.items() if at == index]
+        return found
+
+
 @dataclass
 class Exercise:
     format_version: int
@@ -246,6 +280,8 @@ class Exercise:
     # The interviewer's questions after a pass, and the one the learner took up.
     follow_ups: tuple[FollowUp, ...] = ()
     active_follow_up: str | None = None
+    # Forward as a chain of named layers, for the first wrong gradient walking backward.
+    intermediates: Chain | None = None
     source: Path = field(default=Path("<memory>"), compare=False)
     # The mapping this was validated from: what travels with a check's job, so
     # the checker uses exactly the spec the CLI validated.
@@ -592,7 +628,7 @@ def _tolerances(node: _Node) -> Tolerances:
 
 
 def _wrong_variant(node: _Node, declared: Sequence[str]) -> WrongVariant:
-    node.mapping(["file", "fails_at", "why"], ["mistake", "follow_up"])
+    node.mapping(["file", "fails_at", "why"], ["mistake", "follow_up", "first_wrong"])
     file = node.child("file").text(re.compile(r"^[A-Za-z0-9_\-]+\.py$"), "a file name like name.py")
     return WrongVariant(
         file=file,
@@ -600,6 +636,7 @@ def _wrong_variant(node: _Node, declared: Sequence[str]) -> WrongVariant:
         why=node.child("why").text(),
         mistake=node.optional("mistake", lambda n: n.choice((*MISTAKE_IDS, *declared)), None),
         follow_up=node.optional("follow_up", lambda n: n.text(ID_PATTERN, "a follow-up id"), None),
+        first_wrong=node.optional("first_wrong", lambda n: n.text(IDENTIFIER, "a name"), None),
     )
 
 
@@ -758,6 +795,61 @@ def _derivation(
     return Derivation(answers=answers, names=names, mistakes=wrong, scope=tuple(scope))
 
 
+def _names_in(source: str) -> set[str]:
+    return {n.id for n in ast.walk(ast.parse(source, mode="eval")) if isinstance(n, ast.Name)}
+
+
+def _intermediates(node: _Node, params: Sequence[Param]) -> Chain:
+    """``intermediates``: ``output`` and ``layers`` (backward order), a chain: the output
+    uses the first layer, each layer's value the next one, and no other layer."""
+    node.mapping(["output", "layers"])
+    output = _python_expression(node.child("output"))
+    taken = {p.name for p in params} | {"torch", "F", "math", "ctx"}
+    layers: list[Layer] = []
+    for item in node.child("layers").items(min_items=1):
+        item.mapping(["name", "words", "value"])
+        name = item.child("name").text(IDENTIFIER, "a Python name")
+        if name in taken:
+            raise item.child("name").fail(f"{name!r} is a parameter's or a reserved name")
+        taken.add(name)
+        layers.append(
+            Layer(name, item.child("words").text(), _python_expression(item.child("value")))
+        )
+    names = [layer.name for layer in layers]
+    uses = [_names_in(output), *(_names_in(layer.value) for layer in layers)]
+    for index, used in enumerate(uses):
+        wanted = names[index : index + 1]
+        where = node.child("output") if index == 0 else node.child("layers").child(index - 1)
+        if sorted(used & set(names)) != wanted:
+            layer = "no layer" if not wanted else f"the layer {wanted[0]!r} and no other"
+            raise where.fail(f"must use {layer} (a chain: each expression uses the next layer)")
+    feeds: dict[str, int] = {}
+    for param in params:
+        if isinstance(param, TensorParam) and param.requires_grad:
+            using = [index for index, used in enumerate(uses) if param.name in used]
+            if not using:
+                raise node.fail(f"the chain never uses {param.name!r}, which requires grad")
+            feeds[param.name] = max(using)
+    return Chain(output=output, layers=tuple(layers), feeds=feeds)
+
+
+def _check_first_wrong(exercise: Exercise, root: _Node) -> None:
+    """A wrong variant's ``first_wrong`` names a layer of the chain or an input that
+    requires grad, and fails at backward parity, the stage that says it."""
+    chain = exercise.intermediates
+    known = [n for n, _ in chain.order()] if chain is not None else []
+    for index, variant in enumerate(exercise.wrong_variants):
+        if variant.first_wrong is None:
+            continue
+        where = root.child("wrong_variants").child(index).child("first_wrong")
+        if chain is None:
+            raise where.fail("needs `intermediates:`, the chain it names a place of")
+        if variant.first_wrong not in known:
+            raise where.fail(f"{variant.first_wrong!r} is not one of: {', '.join(known)}")
+        if variant.fails_at != "backward":
+            raise where.fail("is said by backward parity: the variant must fail at backward")
+
+
 def _weights(node: _Node) -> dict[str, int]:
     """``weights``: a stage id -> whole points >= 0; checked against the stages in ``_check_weights``."""
     if not isinstance(node.value, dict) or not node.value:
@@ -851,6 +943,7 @@ _FIELDS_OPTIONAL = (
     "form",
     "function_api",
     "gradcheck",
+    "intermediates",
     "mistakes",
     "notes",
     "order",
@@ -1032,6 +1125,9 @@ def exercise_from_mapping(data: object, file: str, source: Path | None = None) -
             "follow_ups", with_params(lambda n: _follow_ups(n, params or ()), ()), ()
         ),
         "active_follow_up": field("active_follow_up", _Node.text, None),
+        "intermediates": field(
+            "intermediates", with_params(lambda n: _intermediates(n, params or ()), None), None
+        ),
     }
     if collect.problems:
         problems = list(dict.fromkeys(collect.problems))
@@ -1052,6 +1148,7 @@ def exercise_from_mapping(data: object, file: str, source: Path | None = None) -
     )
     _check_weights(exercise, root.child("weights"))
     _check_follow_ups(exercise, root)
+    _check_first_wrong(exercise, root)
     if exercise.form != "function" and exercise.function_api:
         raise SpecFieldError(
             root.child("function_api")

@@ -30,6 +30,7 @@ import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from trainer.checking import values
+from trainer.checking.recording import BackwardTensors
 from trainer.checking.transport import WireError
 
 M = TypeVar("M", bound="Message")
@@ -821,3 +822,64 @@ class BackwardTime(Request[BackwardTimeReply]):
         except BaseException as error:  # the learner's code may raise anything
             return BackwardTimeReply(error=learner.failed(error, "backward"))
         return BackwardTimeReply(seconds=seconds)
+
+
+# -- the first wrong gradient, walking backward (trusted/intermediates.py) --------------------
+
+# How much a LayerTensors reply may hold: far more than a layer-by-layer backward of the
+# small runs it is asked on makes; past it the checker concludes nothing it did not find.
+LAYER_TENSORS_MOST = 2048
+LAYER_TENSORS_BYTES = 32 << 20
+
+
+@dataclass
+class LayerTensorsReply(Reply):
+    tensors: object = value()  # copies of the tensors backward made, in order
+    returned: list[bool] = field(default_factory=list)  # each: one of backward's results
+    truncated: bool = False  # more were made than fit: some are not among them
+
+
+@dataclass
+class LayerTensors(Request[LayerTensorsReply]):
+    """One forward call, then its backward called directly as the engine calls it,
+    under :class:`~trainer.checking.recording.BackwardTensors`: copies of the tensors
+    backward's ops made with as many elements as one of ``shapes`` (the layers of the
+    spec's chain), each marked when it is one of backward's results. Only the shapes
+    come here, never a value the checker expects."""
+
+    op = "layer_tensors"
+    reply = LayerTensorsReply
+    answer_words = "the tensors backward made"
+    args: object = value()
+    requires_grad: list[bool] = field(default_factory=list)
+    upstream: object = value()
+    shapes: list[list[int]] = field(default_factory=list)
+    most: int = LAYER_TENSORS_MOST
+    most_bytes: int = LAYER_TENSORS_BYTES
+
+    def handle(self, learner: LearnerSide) -> Reply:
+        called = _measured_call(learner, self.args, self.requires_grad)
+        if isinstance(called, LearnerError):
+            return LayerTensorsReply(error=called)
+        _, _, node = called
+        answer = learner.answer
+        assert answer is not None  # _measured_call said so
+        sizes = [_elements(shape) for shape in self.shapes]
+        recorder = BackwardTensors(sizes, min(self.most, LAYER_TENSORS_MOST), self.most_bytes)
+        try:
+            with recorder:
+                result = answer.call_backward(node, listed(self.upstream))
+        except BaseException as error:  # the learner's code may raise anything
+            return LayerTensorsReply(error=learner.failed(error, "backward"))
+        return LayerTensorsReply(
+            tensors=recorder.kept,
+            returned=recorder.made_into(listed(result) or [result]),
+            truncated=recorder.truncated,
+        )
+
+
+def _elements(shape: Sequence[int]) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count

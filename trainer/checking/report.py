@@ -89,6 +89,9 @@ class StageResult:
     pictures: list[dict[str, Any]] = field(default_factory=list)
     case: str = ""  # the run (case and dtype) the first failure happened in
     same_as: str = ""  # a failure an earlier stage (this id) gave first, in the same words
+    # The first wrong gradient walking backward, where the spec's chain tells: a layer's
+    # name or an input's (backward parity of a spec with ``intermediates:``)
+    first_wrong: str = ""
 
     @property
     def title(self) -> str:
@@ -117,6 +120,7 @@ class StageResult:
             diagnosis=diagnosis if isinstance(diagnosis, dict) else None,
             case=str(data.get("case", "")),
             same_as=str(data.get("same_as", "")),
+            first_wrong=str(data.get("first_wrong", "")),
             pictures=[p for p in data.get("pictures", []) if isinstance(p, dict)]
             if isinstance(data.get("pictures"), list)
             else [],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from trainer.checking.trusted.intermediates import first_wrong
 from trainer.checking.trusted.stages import (
     Checked,
     Failure,
@@ -43,6 +44,11 @@ def backward_stage(checked: Checked) -> StageOutcome:
         len(plan.runs),
         f"gradients for {names} match {target} on {len(plan.runs)} runs with random upstream gradients",
     )
+    if failures and failures[0].run is not None and exercise.intermediates is not None:
+        found = first_wrong(checked, failures[0].run)
+        if found is not None:
+            outcome.details[:0] = found.details
+            outcome.first_wrong = found.at
     if not failures and checked.draw_always:  # `trainer plot` on a right gradient
         first = plan.runs[0]
         grads = learner_gradients(function_class, first, exercise)

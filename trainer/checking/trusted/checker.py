@@ -147,6 +147,7 @@ def run(
             pictures=outcome.pictures,
             case=outcome.case,
             same_as=outcome.same_as,
+            first_wrong=outcome.first_wrong,
         )
         channel.send(type="stage-end", result=result.to_dict(), notes=outcome.notes)
         if stage == "load":  # host protection (issue 16): what the learner's process ran under

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from trainer.checking.trusted import structured
+from trainer.checking.trusted.chain import layer_gradients
 from trainer.checking.trusted.numeric import one_sided_slopes
 from trainer.spec import Case, CaseValue, Exercise, ScalarParam, TensorParam, Tolerance
 from trainer.vocabulary import MISTAKES
@@ -64,6 +65,9 @@ class Run:
     # backward could ignore, say)
     known_wrong: dict[str, dict[str, list[tuple[str, torch.Tensor]]]] = field(default_factory=dict)
     note: str = ""  # what is special about the values (structured runs), for the label
+    # The reference's gradient at each layer of the spec's chain (``intermediates:``), in
+    # its order: float64 runs of the backward stage only (see trusted.intermediates).
+    layer_grads: tuple[torch.Tensor, ...] = ()
 
     @property
     def numel(self) -> int:
@@ -310,7 +314,9 @@ def build_plan(exercise: Exercise, seed: int) -> Plan:
         # A large case is there to catch code that depends on size: once, in float32,
         # is enough (its float64 run only serves as the truth).
         large = elements(base) > SMALL
-        runs += [_with_slack(exercise, narrow, generator, truth=wide)] + ([] if large else [wide])
+        runs += [_with_slack(exercise, narrow, generator, truth=wide)] + (
+            [] if large else [_with_layer_grads(exercise, wide)]
+        )
     kink_runs = tuple(
         k for run in runs if run.numel <= SMALL for k in _kink_run(exercise, run, generator)
     )
@@ -354,6 +360,21 @@ def build_plan(exercise: Exercise, seed: int) -> Plan:
             _stability_run(exercise, index, generator) for index in range(len(exercise.stability))
         ),
     )
+
+
+def _with_layer_grads(exercise: Exercise, run: Run) -> Run:
+    """``run`` with the reference's gradient at each layer of the spec's chain, if any."""
+    if exercise.intermediates is None:
+        return run
+    grads = layer_gradients(
+        exercise,
+        exercise.intermediates,
+        run.args,
+        run.upstream,
+        run.expected_outputs,
+        None if exercise.expected_gradient else run.expected_grads,
+    )
+    return replace(run, layer_grads=grads)
 
 
 PICTURE_POINTS = 241

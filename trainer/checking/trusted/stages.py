@@ -52,6 +52,9 @@ class StageOutcome:
     error: str = ""
     case: str = ""  # the run the first failure happened in
     same_as: str = ""  # the stage (id) that gave this failure first: its words are not repeated
+    # Where the first wrong gradient is, walking backward through the spec's chain: a
+    # layer's name or an input's (backward parity, trusted.intermediates)
+    first_wrong: str = ""
 
     @property
     def passed(self) -> bool:
