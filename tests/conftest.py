@@ -102,7 +102,7 @@ class _Lent:
     def generation(self) -> int:
         return self._service.generation
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
         return None
 
     def __enter__(self) -> _Lent:

@@ -194,3 +194,32 @@ def test_a_server_started_early_that_nothing_took_ends_with_the_command(tmp_path
         import os
 
         os.kill(pid, 0)
+
+
+def test_a_single_check_returns_before_its_server_has_ended_and_the_process_reaps_it(
+    tmp_path: Path,
+):
+    """The server frees torch's memory while the report is drawn, and the command waits
+    for it before it exits: so the command's own resource usage covers its server (the
+    benchmark's peak memory reads it), and no server outlives it."""
+    import os
+
+    script = (
+        "import sys\n"
+        "from trainer.catalog import Catalog, solution_path\n"
+        "from trainer.checking import runner\n"
+        "exercise = Catalog.default().get('relu')\n"
+        "report = runner.run_check(exercise, solution_path(exercise))\n"
+        "print(report.passed, len(runner._ENDING), flush=True)\n"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=SOURCE
+    )
+    assert process.stdout is not None
+    with process.stdout:
+        passed, ending = process.stdout.read().split()
+    _, status, usage = os.wait4(process.pid, 0)
+    process.returncode = os.waitstatus_to_exitcode(status)
+    assert process.returncode == 0 and passed == "True"
+    assert int(ending) <= 1
+    assert usage.ru_maxrss > 150 * 1024  # KiB: the server's torch, not the CLI's own ~40 MB

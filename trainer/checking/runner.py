@@ -14,6 +14,7 @@ stage: its traceback is written to a file (:mod:`trainer.bugs`).
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import hashlib
 import math
@@ -237,8 +238,11 @@ class CheckingService:
             self._changed.wait_for(lambda: pid in self._exits or self._gone, timeout=wait)
             return self._exits.pop(pid, None)
 
-    def close(self) -> None:
-        """Stop the server; it ends every checker and learner process first."""
+    def close(self, wait: bool = True) -> None:
+        """Stop the server; it ends every checker and learner process first. Without
+        ``wait``, return as soon as it is told: it ends while the caller goes on (a
+        single check's report is drawn meanwhile), and this process waits for it
+        before it exits."""
         sock, process = self._socket, self._process
         self._socket, self._process = None, None
         if sock is not None:
@@ -246,12 +250,11 @@ class CheckingService:
                 sock.shutdown(socket.SHUT_RDWR)
             sock.close()
         if process is not None:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(process.pid, signal.SIGKILL)
-                process.wait()
+            if wait:
+                _reap_server(process)
+            else:
+                _ENDING.append(process)
+        _reap_ended()
         self._gone = True
         if self._errors is not None:
             self._errors.close()
@@ -262,6 +265,30 @@ class CheckingService:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# Servers told to stop and not waited for (close(wait=False)): reaped once ended, and
+# waited for when this process exits.
+_ENDING: list[subprocess.Popen[bytes]] = []
+
+
+def _reap_server(process: subprocess.Popen[bytes]) -> None:
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def _reap_ended() -> None:
+    _ENDING[:] = [p for p in _ENDING if p.poll() is None]
+
+
+@atexit.register
+def _wait_for_ending() -> None:
+    while _ENDING:
+        _reap_server(_ENDING.pop())
 
 
 @dataclass
@@ -510,8 +537,12 @@ def _check(
         output_mark=secrets.token_hex(8),
     )
     if service is None:
-        with CheckingService() as own:
+        own = CheckingService()
+        try:
             return _run_job(own, job, exercise, file, raw, started, timeout, output_file)
+        finally:
+            # The server ends (it frees torch's memory: ~40 ms) while the report is drawn.
+            own.close(wait=False)
     return _run_job(service, job, exercise, file, raw, started, timeout, output_file)
 
 

@@ -193,18 +193,18 @@ def _import_once(modules: object) -> None:
     for module in missing:
         with contextlib.suppress(Exception):  # a learner process that needs it imports it
             importlib.import_module(module)
-    gc.collect()  # as in serve: learner processes start just after a full collection
+    gc.freeze()  # as in serve: no learner's collection walks them
 
 
 def serve(sock: socket.socket) -> LearnerTask:
     """Fork learner processes on request; returns only in a forked learner process."""
     processes.become_subreaper()
     confine.prepare()
-    # Every learner process starts just after a full collection: torch's import leaves
-    # enough objects waiting that a learner's first allocations would otherwise set off
-    # a full one in it (walking, and so copying, all of torch: ~0.1 s). Nothing is
-    # frozen here: in the learner's process gc works as in any program.
-    gc.collect()
+    # What torch's import made is frozen: a learner's collections never walk it (a full
+    # one would, and write to, so copy, every page of torch's objects: ~0.1 s), and no
+    # collection of it here delays the first learner process (~80 ms). What the
+    # learner's own code makes is collected as in any program.
+    gc.freeze()
     learners: dict[int, _Learner] = {}
     spares: list[_Spare] = []  # at most one: the next check's process, made ahead
     selector = selectors.DefaultSelector()
