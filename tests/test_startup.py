@@ -223,3 +223,19 @@ def test_a_single_check_returns_before_its_server_has_ended_and_the_process_reap
     assert process.returncode == 0 and passed == "True"
     assert int(ending) <= 1
     assert usage.ru_maxrss > 150 * 1024  # KiB: the server's torch, not the CLI's own ~40 MB
+
+
+def test_the_console_script_starts_the_server_before_the_command_line_runs(monkeypatch):
+    """By the time the CLI's own code runs, the server of a checking command has been
+    started (torch imports meanwhile); a command that checks nothing starts none."""
+    import trainer.cli
+    from trainer import launch
+    from trainer.checking import spawn
+
+    seen: list[bool] = []
+    monkeypatch.setattr(trainer.cli, "main", lambda: seen.append(bool(spawn._EARLY)))
+    for argv, started in ((["trainer", "hint", "relu"], False), (["trainer", "check"], True)):
+        monkeypatch.setattr(sys, "argv", argv)
+        launch.main()
+        assert seen.pop() is started
+        spawn._stop_untaken()
