@@ -20,8 +20,9 @@ import watchfiles
 
 DEBOUNCE_MS = 150  # editors write a file in several events; one check per save
 TICK_MS = 100  # how often keys are looked at while nothing changes
-# Quiet time that ends a save: the events of one write come within a few ms.
-STEP_MS = 20
+# Quiet time that ends a save: the events of one save come within a ms or two (an
+# editor that takes longer between its writes gets a second check, of the whole file).
+STEP_MS = 10
 
 
 def watch_loop(
