@@ -25,8 +25,9 @@ What each holds and trusts:
   the token, read from a pipe that only the checker holds.
 * The **server** imports torch once. Before it ever sees a job it forks the
   learner zygote; only then does it import the checker, stop being readable by
-  other processes (not dumpable) and adopt orphans (subreaper). It caches
-  plans per spec and seed, so forked checkers start warm.
+  other processes (not dumpable) and adopt orphans (subreaper). For a service
+  that checks again (watch, grade, validate) it caches plans per spec and seed,
+  so forked checkers start warm; a single check's checker works out its own.
 * The **checker** holds the plan: inputs, upstream gradients, references and
   expected gradients. It never runs the learner's code: torch's autograd and
   gradcheck run here, on a proxy ``Function`` whose forward and backward ask
