@@ -338,3 +338,28 @@ def test_a_follow_up_shares_the_plan_of_its_exercise_unless_it_changes_the_spec(
     tanh = load_exercise(REPO / "exercises" / "tanh.yaml")
     assert key(tanh.with_follow_up("save_output_only")) == key(tanh)
     assert key(tanh.with_follow_up("twice_differentiable")) != key(tanh)
+
+
+def test_check_json_says_which_follow_up_it_graded_and_how_many_are_left(
+    isolated_workspace: Path,
+):
+    """`trainer check --json` carries the follow-ups as the check() API does; an exercise
+    without follow-ups has no such key."""
+    import json
+    import shutil
+
+    from tests.conftest import run_cli
+
+    assert run_cli("start", "softmax").exit_code == 0
+    shutil.copy(REPO / "solutions" / "softmax.py", isolated_workspace / "softmax.py")
+    first = json.loads(run_cli("check", "softmax", "--json").stdout)
+    assert first["follow_up"] == {"id": None, "stages": [], "passed": False, "left": 2,
+                                  "asked": None}  # fmt: skip
+    assert run_cli("followup", "softmax").exit_code == 0
+    graded = json.loads(run_cli("check", "softmax", "--json").stdout)
+    assert graded["follow_up"]["id"] == "no_jacobian"
+    assert graded["follow_up"]["stages"] == ["follow_up_memory"]
+    assert graded["follow_up"]["passed"] is True and graded["follow_up"]["left"] == 1
+    assert run_cli("start", "relu").exit_code == 0
+    shutil.copy(REPO / "solutions" / "relu.py", isolated_workspace / "relu.py")
+    assert "follow_up" not in json.loads(run_cli("check", "relu", "--json").stdout)

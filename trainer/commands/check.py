@@ -117,6 +117,8 @@ def check(
     show_notices(session)
     if as_json:
         document = report.to_dict()
+        if checked.follow_up is not None:  # an exercise with follow-ups: as the API says it
+            document["follow_up"] = checked.follow_up.to_dict()
         if not plot:  # the pictures' data only when asked for
             for stage in document["stages"]:
                 stage.pop("pictures", None)
