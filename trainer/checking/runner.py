@@ -21,7 +21,6 @@ import math
 import os
 import secrets
 import selectors
-import signal
 import socket
 import subprocess
 import threading
@@ -51,7 +50,7 @@ from trainer.checking.report import (
     StageResult,
     Verdict,
 )
-from trainer.checking.spawn import spawn_server, take_early
+from trainer.checking.spawn import end_server, spawn_server, take_early
 from trainer.checking.wording import OUTPUT_MARK
 from trainer.errors import TrainerError
 from trainer.spec import Exercise
@@ -131,9 +130,7 @@ class CheckingService:
             self._socket.close()
             self._socket = None
         if self._process is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self._process.pid, signal.SIGKILL)
-            self._process.wait()
+            end_server(self._process)
             self._process = None
         # The server the command started first thing (trainer.launch), else a new one.
         spawned = (take_early() if self.generation == 0 else None) or spawn_server()
@@ -251,7 +248,7 @@ class CheckingService:
             sock.close()
         if process is not None:
             if wait:
-                _reap_server(process)
+                end_server(process, grace=10)
             else:
                 _ENDING.append(process)
         _reap_ended()
@@ -272,15 +269,6 @@ class CheckingService:
 _ENDING: list[subprocess.Popen[bytes]] = []
 
 
-def _reap_server(process: subprocess.Popen[bytes]) -> None:
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-
-
 def _reap_ended() -> None:
     _ENDING[:] = [p for p in _ENDING if p.poll() is None]
 
@@ -288,7 +276,7 @@ def _reap_ended() -> None:
 @atexit.register
 def _wait_for_ending() -> None:
     while _ENDING:
-        _reap_server(_ENDING.pop())
+        end_server(_ENDING.pop(), grace=10)
 
 
 @dataclass

@@ -61,10 +61,20 @@ class Spawned:
     def kill(self) -> None:
         with contextlib.suppress(OSError):
             self.socket.close()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
+        end_server(self.process)
         self.errors.close()
+
+
+def end_server(process: subprocess.Popen[bytes], grace: float = 0.0) -> None:
+    """Reap a server's process: after ``grace`` seconds for it to end by itself (told to,
+    its socket closed), its whole group is killed."""
+    if grace:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=grace)
+            return
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
 
 
 def spawn_server() -> Spawned:

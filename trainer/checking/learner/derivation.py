@@ -1127,24 +1127,14 @@ def _forward_level_open() -> bool:
     return False
 
 
-# Whether each op is a kernel, by id, with the op (kept alive: its id is never reused).
-_KERNELS: dict[int, tuple[Any, bool]] = {}
-
-
-def _is_kernel(func: torch._ops.OpOverload) -> bool:
-    known = _KERNELS.get(id(func))
-    if known is not None and known[0] is func:
-        return known[1]
-    kernel = _names_a_kernel(func)
-    _KERNELS[id(func)] = (func, kernel)
-    return kernel
-
-
 def _names_a_kernel(func: torch._ops.OpOverload) -> bool:
     if not isinstance(func, torch._ops.OpOverload):
         return False  # a higher-order op such as torch.cond: its body's ops are seen
     name = func._schema.name.split("::")[-1]
     return "backward" in name or name in EXTRA_KERNELS
+
+
+_is_kernel = numeric.per_op(_names_a_kernel)
 
 
 def _function_mode_stack() -> list[Any]:

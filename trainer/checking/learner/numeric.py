@@ -44,9 +44,12 @@ import ast
 import math
 import sys
 import types
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import torch
+
+T = TypeVar("T")
 
 # The largest step taken for a finite difference; steps of 1e-2 to 1e-10 are usual.
 MAX_STEP = 1e-2
@@ -69,22 +72,25 @@ def _scalar(value: object) -> float | None:
     return None
 
 
-# func's kind by id, with func itself (kept alive, so its id is never reused): asked for
-# every op the learner's code runs, where hashing an OpOverload runs Python code.
-_KINDS: dict[int, tuple[Any, str | None]] = {}
+def per_op(compute: Callable[[Any], T]) -> Callable[[Any], T]:
+    """``compute`` of an op, worked out once per op and looked up by id: it is asked of
+    every op the learner's code runs, where hashing an OpOverload runs Python code. The
+    op is kept with its answer, so its id is never reused."""
+    known: dict[int, tuple[Any, T]] = {}
 
+    def cached(func: Any) -> T:
+        entry = known.get(id(func))
+        if entry is not None and entry[0] is func:
+            return entry[1]
+        value = compute(func)
+        known[id(func)] = (func, value)
+        return value
 
-def _arithmetic(func: Any) -> str | None:
-    """ "add", "sub", "div" or "mul" for the aten ops that are one (any overload)."""
-    known = _KINDS.get(id(func))
-    if known is not None and known[0] is func:
-        return known[1]
-    kind = _kind_of(func)
-    _KINDS[id(func)] = (func, kind)
-    return kind
+    return cached
 
 
 def _kind_of(func: Any) -> str | None:
+    """ "add", "sub", "div" or "mul" for the aten ops that are one (any overload)."""
     try:
         name = f"{func._schema.name.split('::')[-1]}.{func._overloadname}"
     except AttributeError:  # a higher-order op
@@ -99,6 +105,9 @@ def _kind_of(func: Any) -> str | None:
         if name in names:
             return "rsub" if name == "rsub.Scalar" else kind
     return None
+
+
+_arithmetic = per_op(_kind_of)
 
 
 def is_constant(func: Any) -> bool:
