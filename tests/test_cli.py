@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import ast
+import fcntl
 import importlib
 import inspect
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import click
@@ -207,3 +210,45 @@ def test_version_prints_the_package_version():
     result = run_cli("--version")
     assert result.exit_code == 0
     assert result.stdout.strip() == f"trainer {trainer.__version__}"
+
+
+def test_output_whose_reader_stops_reading_ends_quietly_not_as_a_bug(tmp_path):
+    """``trainer check --help | head -1``: the reader leaves while the command still
+    writes. Exit 1 as click does, say nothing, write no bug report (the broken pipe
+    reached the handler of our own bugs). The pipe holds 4 KiB of the 6 KiB, so the
+    command is still writing when the reader goes. Remove the ``BrokenPipeError`` branch
+    of ``LazyGroup.invoke`` and this test fails."""
+    reader, writer = os.pipe()
+    fcntl.fcntl(writer, 1031, 4096)  # F_SETPIPE_SZ
+    env = {**os.environ, **SOURCE, "COLUMNS": "80", "TRAINER_BUG_REPORTS": str(tmp_path / "bugs")}
+    command = subprocess.Popen(
+        [sys.executable, "-m", "trainer", "check", "--help"],
+        stdout=writer,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    os.close(writer)
+    assert os.read(reader, 16)  # writing: the rest does not fit
+    time.sleep(0.5)  # blocked on the full pipe
+    os.close(reader)
+    errors = command.communicate(timeout=60)[1]
+    assert command.returncode == 1, errors
+    assert errors == ""
+    assert not (tmp_path / "bugs").exists()
+
+
+def test_a_broken_pipe_that_is_not_the_output_is_a_bug_of_ours(monkeypatch, tmp_path):
+    """A pipe to the checking server that breaks is not the reader of ``| head`` going
+    away: a bug report and exit 3. Let ``_reader_gone`` say yes always and this fails."""
+    from trainer import cli
+
+    def breaks() -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setitem(cli.COMMAND_MODULES, "breaks", "")
+    monkeypatch.setattr(cli, "command_of", lambda _: click.Command("breaks", callback=breaks))
+    monkeypatch.setenv("TRAINER_BUG_REPORTS", str(tmp_path / "bugs"))
+    result = run_cli("breaks")
+    assert result.exit_code == 3, result.stderr
+    assert len(list((tmp_path / "bugs").glob("bug-*.txt"))) == 1

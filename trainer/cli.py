@@ -19,6 +19,8 @@ evaluate every annotation string of every command at each start.
 import difflib
 import functools
 import importlib
+import select
+import sys
 import traceback
 from typing import Annotated, Any, NoReturn
 
@@ -114,8 +116,24 @@ class LazyGroup(TyperGroup):
             raise  # click's own: usage errors, exits, aborted prompts
         except CheckerBugError as bug:  # the checking server's, as it sent it
             _bug(bug.where, bug.traceback)
+        except BrokenPipeError:
+            if not _reader_gone():
+                _bug(f"`trainer {ctx.invoked_subcommand}`", traceback.format_exc())
+            raise  # `trainer list | head`: click ends quietly, exit code 1
         except Exception:  # a bug of ours in the command itself
             _bug(f"`trainer {ctx.invoked_subcommand}`", traceback.format_exc())
+
+
+def _reader_gone() -> bool:
+    """Whether what reads this process's output has stopped reading (``| head`` ended): a
+    pipe without a reader reports an error when polled. A broken pipe elsewhere (the
+    checking server's) is a bug."""
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & select.POLLERR for _, events in poll.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def _bug(where: str, text: str) -> NoReturn:

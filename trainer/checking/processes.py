@@ -51,6 +51,45 @@ def give_back_free_memory() -> None:
         _libc().malloc_trim(0)
 
 
+# The check from which a server and its zygote collapse their memory to huge pages: a
+# single check never pays for it (0.1-0.3 s), a run of many gets every fork and exit
+# after it cheaper (validate, grade, watch).
+HUGE_PAGES_FROM_CHECK = 2
+_HUGE_PAGE = 1 << 21
+_MADV_HUGEPAGE = 14
+_MADV_COLLAPSE = 25  # Linux 6.1
+
+
+def collapse_to_huge_pages() -> int:
+    """Back this process's anonymous memory (heap, arenas) with 2 MiB pages where the
+    kernel allows (``madvise(MADV_COLLAPSE)``), so that a fork copies, and an exit frees,
+    one page-table entry where it did 512. Returns the bytes collapsed (0 elsewhere)."""
+    try:
+        libc = _libc()
+        with open("/proc/self/maps", encoding="ascii") as maps:
+            lines = maps.readlines()
+    except (OSError, AttributeError):
+        return 0
+    collapsed = 0
+    for line in lines:
+        fields = line.split()
+        anonymous = len(fields) == 5 or (len(fields) == 6 and fields[5] == "[heap]")
+        if fields[1] != "rw-p" or fields[4] != "0" or not anonymous:
+            continue
+        start, end = (int(bound, 16) for bound in fields[0].split("-"))
+        start = -(-start // _HUGE_PAGE) * _HUGE_PAGE
+        end = end // _HUGE_PAGE * _HUGE_PAGE
+        if end - start < _HUGE_PAGE:
+            continue
+        size = ctypes.c_size_t(end - start)
+        address = ctypes.c_void_p(start)
+        if libc.madvise(address, size, _MADV_HUGEPAGE) != 0:
+            continue
+        if libc.madvise(address, size, _MADV_COLLAPSE) == 0:
+            collapsed += end - start
+    return collapsed
+
+
 def become_subreaper() -> bool:
     return _prctl(_PR_SET_CHILD_SUBREAPER, 1)
 

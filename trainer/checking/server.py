@@ -131,6 +131,7 @@ def _serve(control: socket.socket, to_zygote: socket.socket, zygote_pid: int) ->
     _settle()
     transport.send_with_fds(control, {"ready": True})
     checkers: set[int] = set()
+    started = 0
     selector = selectors.DefaultSelector()
     selector.register(control, selectors.EVENT_READ)
     try:
@@ -144,6 +145,9 @@ def _serve(control: socket.socket, to_zygote: socket.socket, zygote_pid: int) ->
                     pid = _start_checker(control, to_zygote, fds)
                     checkers.add(pid)
                     transport.send_with_fds(control, {"pid": pid})
+                    started += 1
+                    if started == processes.HUGE_PAGES_FROM_CHECK:
+                        processes.collapse_to_huge_pages()  # while that checker works
                 else:
                     for fd in fds:
                         os.close(fd)

@@ -29,6 +29,8 @@ The functions here are pure: they take :class:`~trainer.spec.Exercise` objects
 from __future__ import annotations
 
 import difflib
+import functools
+from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from trainer.content_rules.answers import (
@@ -150,12 +152,34 @@ def near_duplicate_warnings(
 
 
 def _ratio_if_close(first: str, second: str, threshold: float) -> float | None:
-    """:func:`similarity` when it reaches ``threshold``, else None (cheap bounds first)."""
-    a, b = sorted((normalise(first), normalise(second)))
-    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
-    if matcher.real_quick_ratio() < threshold or matcher.quick_ratio() < threshold:
-        return None
-    ratio = matcher.ratio()
+    """:func:`similarity` when it reaches ``threshold``, else None.
+
+    The catalogue compares every question with every other one, each pair twice: the
+    bounds difflib's ``real_quick_ratio`` and ``quick_ratio`` compute (the lengths, the
+    letters in common) come from each text's letters, counted once, and a pair's answer
+    is kept for its second time."""
+    a, b = sorted((_normalised(first), _normalised(second)))
+    return _close_ratio(a, b, threshold)
+
+
+@functools.lru_cache(maxsize=4096)
+def _normalised(text: str) -> str:
+    return normalise(text)
+
+
+@functools.lru_cache(maxsize=4096)
+def _letters(text: str) -> Counter[str]:
+    return Counter(text)
+
+
+@functools.lru_cache(maxsize=65536)
+def _close_ratio(a: str, b: str, threshold: float) -> float | None:
+    total = len(a) + len(b)
+    if total and 2.0 * min(len(a), len(b)) / total < threshold:
+        return None  # difflib's real_quick_ratio
+    if total and 2.0 * (_letters(a) & _letters(b)).total() / total < threshold:
+        return None  # difflib's quick_ratio
+    ratio = difflib.SequenceMatcher(None, a, b, autojunk=False).ratio()
     return ratio if ratio >= threshold else None
 
 

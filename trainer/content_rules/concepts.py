@@ -10,6 +10,7 @@ gradient, tensor, shape...) are not distinctive; neither are the little words.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 
@@ -207,6 +208,7 @@ def _stem(word: str) -> str:
     return word
 
 
+@functools.lru_cache(maxsize=4096)  # each question is compared with every other one
 def keywords(text: str) -> frozenset[str]:
     """The distinctive words of ``text``, stemmed."""
     return frozenset(

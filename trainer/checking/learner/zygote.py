@@ -71,8 +71,14 @@ class _Spare:
     hand: socket.socket  # SOCK_SEQPACKET: the header and two descriptors go down it
     pid: int
     scratch: str
-    modules: frozenset[str]  # what the zygote had imported when it was forked
+    imported: int  # how many times the zygote had imported modules for checks when forked
     cgroup: bool  # whether it is in a memory cgroup of its own
+
+
+# How many times the zygote has imported modules a check asked for (``_import_once``): a
+# spare made before the last time lacks them. A count, not a set of the module names:
+# building one for each spare would touch, and so copy from the zygote, every name's page.
+_IMPORTS = [0]
 
 
 class _ZygoteExit(Exception):
@@ -110,7 +116,7 @@ def _make_spare(
         hand.close()
         confine.release(scratch)
         return None
-    return _Spare(hand, pid, scratch, frozenset(sys.modules), cgroup)
+    return _Spare(hand, pid, scratch, _IMPORTS[0], cgroup)
 
 
 def _become_spare(
@@ -148,7 +154,8 @@ def _spare_for(spawn: protocol.Spawn, spares: list[_Spare]) -> _Spare | None:
     if not spares:
         return None
     spare = spares.pop()
-    if confine.skipped(spawn.confine) or not set(spawn.imports) <= spare.modules:
+    missing = any(module not in sys.modules for module in spawn.imports)
+    if confine.skipped(spawn.confine) or missing or spare.imported != _IMPORTS[0]:
         _discard(spare)
         return None
     return spare
@@ -186,10 +193,15 @@ def _import_once(modules: object) -> None:
     nothing of a plan."""
     wanted = modules if isinstance(modules, list) else []
     missing = sorted(
-        {m for m in wanted if isinstance(m, str) and m.startswith("torch.")} - set(sys.modules)
+        {
+            m
+            for m in wanted
+            if isinstance(m, str) and m.startswith("torch.") and m not in sys.modules
+        }
     )
     if not missing:
         return
+    _IMPORTS[0] += 1  # a spare made before has not got them
     for module in missing:
         with contextlib.suppress(Exception):  # a learner process that needs it imports it
             importlib.import_module(module)
@@ -207,6 +219,7 @@ def serve(sock: socket.socket) -> LearnerTask:
     gc.freeze()
     learners: dict[int, _Learner] = {}
     spares: list[_Spare] = []  # at most one: the next check's process, made ahead
+    requests = 0
     selector = selectors.DefaultSelector()
     selector.register(sock, selectors.EVENT_READ, None)
     try:
@@ -222,6 +235,9 @@ def serve(sock: socket.socket) -> LearnerTask:
                         task = _on_request(sock, selector, learners, spares)
                         if task is not None:
                             return task
+                        requests += 1
+                        if requests == processes.HUGE_PAGES_FROM_CHECK:
+                            processes.collapse_to_huge_pages()  # before the next spare
                     else:
                         _on_control(key.data, selector, learners, spares)
                 except _ZygoteExit:

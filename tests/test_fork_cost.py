@@ -1,0 +1,119 @@
+"""What every check's forks cost: the server's and the zygote's memory on huge pages
+from a run's second check, and a spare learner process reused only when it fits."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CATALOG, REPO
+from trainer.checking import processes, protocol
+from trainer.checking.learner import zygote
+from trainer.checking.runner import CheckingService, run_check
+
+SIGMOID = CATALOG.get("sigmoid")
+GOOD = REPO / "solutions" / "sigmoid.py"
+THP_MODE = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+
+
+def _huge_page_mode() -> str:
+    """The kernel's transparent huge page mode (``always``, ``madvise``, ``never``), or ""."""
+    try:
+        words = THP_MODE.read_text().split()
+    except OSError:
+        return ""
+    return next((w.strip("[]") for w in words if w.startswith("[")), "")
+
+
+def _anonymous_huge_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        if line.startswith("AnonHugePages:"):
+            return int(line.split()[1])
+    return 0
+
+
+def _server_and_zygote(service: CheckingService) -> tuple[int, int]:
+    """The pids; the zygote is the server's first child (its checkers come after it)."""
+    server = service._process.pid  # type: ignore[union-attr]
+    return server, min(processes.children_of(server))
+
+
+needs_madvise_mode = pytest.mark.skipif(
+    _huge_page_mode() != "madvise" or not sys.platform.startswith("linux"),
+    reason="huge pages only on request (madvise mode) show what the collapse did",
+)
+
+
+@needs_madvise_mode
+def test_from_the_second_check_the_server_and_zygote_sit_on_huge_pages():
+    """A fork copies one page-table entry per 2 MiB page where it copied 512, and the
+    exit frees as few: validate's 561 checks fork three times each. Remove either call
+    of ``processes.collapse_to_huge_pages`` (server or zygote) and this test fails."""
+    with CheckingService() as service:
+        run_check(SIGMOID, GOOD, service=service)
+        server, zygote_pid = _server_and_zygote(service)
+        assert _anonymous_huge_kib(server) == 0  # one check: nothing paid for it
+        assert _anonymous_huge_kib(zygote_pid) == 0
+        run_check(SIGMOID, GOOD, service=service)
+        run_check(SIGMOID, GOOD, service=service)  # the zygote's comes before the next spare
+        assert _anonymous_huge_kib(server) >= 32 << 10
+        assert _anonymous_huge_kib(zygote_pid) >= 32 << 10
+
+
+def test_collapsing_is_harmless_where_the_kernel_cannot():
+    """Without huge pages (another kernel, a container) it does nothing, and says so."""
+    assert processes.collapse_to_huge_pages() >= 0
+
+
+@pytest.fixture
+def spare() -> Iterator[Callable[[int], zygote._Spare]]:
+    """A spare made after ``imported`` imports of the zygote's (no process behind it)."""
+    made: list[socket.socket] = []
+
+    def make(imported: int) -> zygote._Spare:
+        hand, other = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        other.close()
+        made.append(hand)
+        return zygote._Spare(hand, pid=-1, scratch="", imported=imported, cgroup=False)
+
+    yield make
+    for hand in made:
+        hand.close()
+
+
+def _spawn(*imports: str) -> protocol.Spawn:
+    return protocol.Spawn(imports=list(imports))
+
+
+@pytest.fixture
+def discarded(monkeypatch: pytest.MonkeyPatch) -> list[zygote._Spare]:
+    ended: list[zygote._Spare] = []
+    monkeypatch.setattr(zygote, "_discard", ended.append)
+    monkeypatch.setattr(zygote, "_IMPORTS", [3])
+    return ended
+
+
+def test_a_spare_made_after_the_last_import_is_handed_the_check(discarded, spare):
+    made = spare(3)
+    assert zygote._spare_for(_spawn("os"), [made]) is made
+    assert discarded == []
+
+
+def test_a_spare_made_before_the_zygote_imported_what_a_check_needs_is_not_used(discarded, spare):
+    """Its check would import them in the learner's process, out of its memory cap. Drop
+    the count's comparison in ``zygote._spare_for`` and this test fails."""
+    made = spare(2)
+    assert zygote._spare_for(_spawn("os"), [made]) is None
+    assert discarded == [made]
+
+
+def test_a_spare_is_not_used_for_a_check_needing_a_module_nobody_imported(discarded, spare):
+    made = spare(3)
+    missing = "torch._no_such_module_" + str(os.getpid())
+    assert zygote._spare_for(_spawn(missing), [made]) is None
+    assert discarded == [made]
