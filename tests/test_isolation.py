@@ -15,6 +15,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import textwrap
 import time
 from collections.abc import Iterator
@@ -681,6 +682,82 @@ def test_the_guard_finds_every_kind_of_patch_whenever_it_was_made():
     torch.sigmoid = fake  # type: ignore[assignment]
     torch.sigmoid = sigmoid  # replaced and put back: nothing to report
     assert guard.restore() == []
+
+
+def test_the_guard_finds_a_class_patched_or_given_a_new_name_between_two_checks():
+    """Classes are skipped while their dict's version tag is unchanged: a change of any
+    kind must still be seen. Let ``restore`` skip every class and this test fails."""
+    import torch
+
+    from trainer.checking.learner.guard import NamespaceGuard
+
+    def fake(*args: object) -> None:
+        return None
+
+    guard = NamespaceGuard.for_torch([torch.Tensor, torch.autograd.Function])
+    assert guard.restore() == []
+    torch.autograd.Function.trainer_probe = fake  # type: ignore[attr-defined]
+    assert [p.split(" ")[0] for p in guard.restore()] == ["torch.autograd.Function.trainer_probe"]
+    assert not hasattr(torch.autograd.Function, "trainer_probe")
+    assert guard.restore() == []
+    detach = torch.Tensor.detach
+    torch.Tensor.detach = fake  # type: ignore[assignment]
+    assert [p.split(" ")[0] for p in guard.restore()] == ["torch.Tensor.detach"]
+    assert torch.Tensor.detach is detach
+
+
+@pytest.mark.parametrize("change", ["module", "class"])
+def test_a_guard_made_before_the_fork_serves_only_while_no_namespace_changed(change):
+    """The zygote makes each learner process's guard once (``guard.prepare``); a change
+    between that and the learner's start (an import rebinding a name, say) is no patch
+    of the learner's: a guard made before it would report it and undo it. Drop the
+    version checks of ``NamespaceGuard._still_fits`` and this test fails."""
+    import numpy
+    import torch
+
+    from trainer.checking.learner import guard
+
+    def fake(*args: object) -> None:
+        return None
+
+    classes = [torch.Tensor, torch.autograd.Function]
+    pi = numpy.pi
+    guard.prepare(classes)
+    try:
+        assert guard.NamespaceGuard.for_torch(classes) is guard._PREPARED[0]
+        if change == "module":
+            numpy.pi = 3.0  # type: ignore[misc]
+        else:
+            torch.autograd.Function.trainer_probe = fake  # type: ignore[attr-defined]
+        made = guard.NamespaceGuard.for_torch(classes)
+        assert made is not guard._PREPARED[0]
+        assert made.restore() == []
+        assert numpy.pi == 3.0 if change == "module" else torch.autograd.Function.trainer_probe  # type: ignore[attr-defined]
+    finally:
+        numpy.pi = pi  # type: ignore[misc]
+        if hasattr(torch.autograd.Function, "trainer_probe"):
+            del torch.autograd.Function.trainer_probe
+        guard._PREPARED.clear()
+
+
+def test_the_learner_forgets_every_module_of_ours_even_one_imported_after_the_zygote_listed_them():
+    """``look_plain`` takes the zygote's list of the trainer's modules while sys.modules
+    is unchanged since; a module of ours imported after that must leave too. Drop the
+    version check of ``serve._our_modules`` and this test fails."""
+    import types
+
+    from trainer.checking.learner import guard, serve
+
+    listed = [n for n in sys.modules if n == "trainer" or n.startswith("trainer.")]
+    saved = list(serve._OURS)
+    serve._OURS[:] = [guard.dict_version(sys.modules), listed]
+    try:
+        assert serve._our_modules() == listed
+        sys.modules["trainer._imported_later"] = types.ModuleType("trainer._imported_later")
+        assert "trainer._imported_later" in serve._our_modules()
+    finally:
+        sys.modules.pop("trainer._imported_later", None)
+        serve._OURS[:] = saved
 
 
 def test_the_checkers_comparison_is_not_in_the_learners_process_to_patch(write_file):

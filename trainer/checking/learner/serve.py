@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from trainer.checking import protocol, transport
-from trainer.checking.learner import api_calls
+from trainer.checking.learner import api_calls, guard
 from trainer.checking.learner.answers import Answer, find_answer, fresh_copy
 from trainer.checking.learner.derivation import DerivationWatch
 from trainer.checking.learner.derivation import explain as explain_derivation
@@ -55,10 +55,7 @@ class _Server:
         self.answer: Answer | None = None  # what the file defines, once loaded
         self.handles: dict[int, tuple[object, Any]] = {}  # handle -> (outputs, ctx)
         self.next_handle = 0
-        # BackwardCFunction: its `apply` is what calls the recorded Function's backward.
-        self.guard = NamespaceGuard.for_torch(
-            [torch.Tensor, torch.autograd.Function, torch.autograd.function.BackwardCFunction]
-        )
+        self.guard = NamespaceGuard.for_torch(guard.guarded_classes())
         self.protection_level: dict[str, Any] | None = None  # host protection, before load
         # Watches the import and every call of the class's methods, in every request,
         # until the process ends; the by_hand request reports what it saw.
@@ -539,6 +536,23 @@ def prepare_to_look_plain() -> None:
     for klass in classes:
         klass.__module__ = "__main__"
     _RENAMED.append(True)
+    _OURS[:] = [guard.dict_version(sys.modules), sorted(names)]
+
+
+# sys.modules's version tag (guard.dict_version) when the zygote listed the trainer's
+# modules in it, and that list.
+_OURS: list[Any] = []
+
+
+def _our_modules() -> list[str]:
+    """The trainer's modules in ``sys.modules``: the zygote's list while ``sys.modules``
+    has not changed since (its version tag), else found again. Going through its ~2,500
+    names in each learner process would touch, and so copy, every name's page."""
+    if _OURS:
+        version, names = _OURS
+        if version is not None and version == guard.dict_version(sys.modules):
+            return list(names)
+    return [n for n in sys.modules if n == "trainer" or n.startswith("trainer.")]
 
 
 def look_plain() -> None:
@@ -552,7 +566,7 @@ def look_plain() -> None:
     remain reachable through ``gc``; none holds anything about the expected results.
     """
     prepare_to_look_plain()  # done in the zygote: nothing left to do here
-    names = [n for n in sys.modules if n == "trainer" or n.startswith("trainer.")]
+    names = _our_modules()
     modules = [sys.modules.pop(n) for n in names]
     for module in modules:
         for attribute in ("__file__", "__cached__", "__path__"):
