@@ -57,6 +57,16 @@ class NamespaceGuard:
         self._class_versions = {
             name: dict_version(_class_dict(c)) for name, (c, _) in self._classes.items()
         }
+        # Every namespace's version tag, read in one C loop: restore runs after every
+        # request, and most find nothing changed anywhere.
+        namespaces: list[dict[str, Any] | None] = [vars(m) for m, _ in self._modules.values()]
+        namespaces += [_class_dict(c) for c, _ in self._classes.values()]
+        views = [_tag_view(namespace) for namespace in namespaces]
+        self._tags = [v for v in views if v is not None] if None not in views else []
+        self._seen = self._tags_now()
+
+    def _tags_now(self) -> list[int] | None:
+        return list(map(_TAG_VALUE, self._tags)) if self._tags else None
 
     @classmethod
     def for_torch(cls, classes: list[type]) -> NamespaceGuard:
@@ -93,6 +103,10 @@ class NamespaceGuard:
 
     def restore(self) -> list[str]:
         """Undo every patch; return the names the learner's code replaced."""
+        tags = self._tags_now()  # before the comparisons: a change made while they run
+        if tags is not None and tags == self._seen:  # shows next time
+            return []  # not one namespace changed in any way since the last call
+        self._seen = tags
         patched: list[str] = []
         for name, (module, saved) in self._modules.items():
             current = vars(module)
@@ -139,6 +153,10 @@ class NamespaceGuard:
         return sorted(patched)
 
 
+# Where a dict's version tag sits, after its header and ``ma_used`` (CPython 3.10-3.13).
+_TAG_OFFSET = 2 * ctypes.sizeof(ctypes.c_void_p) + ctypes.sizeof(ctypes.c_ssize_t)
+
+
 def _version_reader() -> Callable[[dict[str, object]], int] | None:
     """What reads CPython's private version tag of a dict (PEP 509: every change of the
     dict gives it a new one), or None where it cannot be read, and then every call
@@ -148,7 +166,7 @@ def _version_reader() -> Callable[[dict[str, object]], int] | None:
     if sys.implementation.name != "cpython" or not (3, 10) <= sys.version_info[:2] <= (3, 13):
         return None
     used = 2 * ctypes.sizeof(ctypes.c_void_p)  # after ob_refcnt and ob_type
-    tag = used + ctypes.sizeof(ctypes.c_ssize_t)
+    tag = _TAG_OFFSET
 
     def read(namespace: dict[str, object]) -> int:
         return ctypes.c_uint64.from_address(id(namespace) + tag).value
@@ -179,6 +197,15 @@ def _version_reader() -> Callable[[dict[str, object]], int] | None:
 
 
 _read_version = _version_reader()
+_TAG_VALUE = operator.attrgetter("value")
+
+
+def _tag_view(namespace: dict[str, Any] | None) -> ctypes.c_uint64 | None:
+    """The version tag of ``namespace`` as a view of its memory (reading ``.value`` reads
+    it afresh), where :func:`_version_reader` trusted where it sits; else None."""
+    if namespace is None or _read_version is None:
+        return None
+    return ctypes.c_uint64.from_address(id(namespace) + _TAG_OFFSET)
 
 
 def dict_version(namespace: dict[str, Any] | None) -> int | None:
