@@ -421,3 +421,68 @@ RECOMPUTES = {
 @pytest.mark.parametrize("body", RECOMPUTES.values(), ids=RECOMPUTES.keys())
 def test_a_backward_that_recomputes_forward_quantities_passes(tmp_path, body):
     passes(check(tmp_path, "sigmoid", sigmoid(body)))
+
+
+# Forward mode left open, and torch's formulas written in Python ----------------------------
+
+LEVEL_LEFT_OPEN_AT_IMPORT = """\
+import torch
+import torch.autograd.forward_ad as fwAD
+
+_LEVEL = torch._C._enter_dual_level()  # never closed
+
+
+class MySoftmax(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, dim):
+        y = torch.softmax(x, dim)
+        ctx.save_for_backward(x)
+        ctx.dim = dim
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        (x,) = ctx.saved_tensors
+        # The Jacobian is symmetric: a product with g from the left is one from the right.
+        dual = fwAD.make_dual(x, grad_output.contiguous(), level=_LEVEL)
+        tangent = fwAD.unpack_dual(torch.softmax(dual, ctx.dim), level=_LEVEL).tangent
+        return tangent, None
+"""
+
+
+def test_forward_mode_through_a_level_opened_at_import_fails_by_hand(tmp_path):
+    """Only the checker's own dual levels (its jvp request) are not the learner's: a level
+    the file opened at import and kept is. Let every open level count as the checker's
+    (``checkers_forward_ad`` ignored in ``_open``) and this test fails."""
+    fails_by_hand(check(tmp_path, "softmax", LEVEL_LEFT_OPEN_AT_IMPORT), "forward-mode")
+
+
+TORCH_FORMULA_IN_PYTHON = """\
+import torch
+from torch._decomp import decomposition_table
+
+_BACKWARD = decomposition_table[torch.ops.aten.native_layer_norm_backward.default]
+
+
+class MyLayerNorm(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x, weight, bias, eps):
+        mean = x.mean(-1, keepdim=True)
+        rstd = torch.rsqrt(((x - mean) ** 2).mean(-1, keepdim=True) + eps)
+        ctx.save_for_backward(x, weight, bias, mean, rstd)
+        return (x - mean) * rstd * weight + bias
+
+    @staticmethod
+    def backward(ctx, g):
+        x, weight, bias, mean, rstd = ctx.saved_tensors
+        shape = [x.shape[-1]]
+        gx, gw, gb = _BACKWARD(g, x, shape, mean, rstd, weight, bias, [True, True, True])
+        return gx, gw, gb, None
+"""
+
+
+def test_torchs_backward_formula_written_in_python_fails_by_hand(tmp_path):
+    """torch._decomp holds torch's derivative formulas as Python made of plain ops: no
+    ``*_backward`` kernel runs. Drop the formula check of ``_see_op`` and this fails."""
+    text = fails_by_hand(check(tmp_path, "layer_norm", TORCH_FORMULA_IN_PYTHON))
+    assert "native_layer_norm_backward" in text

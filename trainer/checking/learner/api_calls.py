@@ -23,6 +23,7 @@ from torch.autograd.function import FunctionCtx
 
 from trainer.checking import protocol
 from trainer.checking.learner.answers import Answer
+from trainer.checking.learner.derivation import DerivationWatch
 from trainer.checking.learner.loading import learner_error, own_graph
 
 
@@ -31,6 +32,7 @@ class _Server(Protocol):
 
     answer: Answer | None
     path: Any
+    watch: DerivationWatch
 
 
 def _function_class(server: _Server) -> type[torch.autograd.Function] | None:
@@ -286,7 +288,7 @@ def _dual_tangents(
     tangents: list[Any],
 ) -> protocol.Tangents:
     try:
-        with forward_ad.dual_level():
+        with server.watch.checkers_forward_ad(), forward_ad.dual_level():
             duals = [
                 forward_ad.make_dual(a, t)  # type: ignore[no-untyped-call]
                 if isinstance(t, torch.Tensor)
@@ -330,7 +332,8 @@ def _func_tangents(
         for i in positions
     )
     try:
-        found = torch.func.jvp(call, primals, directions)[1]
+        with server.watch.checkers_forward_ad():
+            found = torch.func.jvp(call, primals, directions)[1]
     except BaseException as error:  # the learner's code may raise anything
         return protocol.Tangents(
             error=_jvp_error(server, error, "torch.func.jvp", function_class, args, tangents)

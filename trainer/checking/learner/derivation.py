@@ -367,6 +367,9 @@ class DerivationWatch:
         self._classes: list[type] = []  # the classes whose methods are wrapped
         self._custom_ops: list[Any] = []  # the torch.library custom ops whose functions are
         compiled = "torch._dynamo" in sys.modules
+        # The dual levels the checker's own jvp request has open: a method called inside
+        # one finds a level open that is not the learner's (one left open at import is).
+        self._checkers_levels = 0
         self._ops = (_CompiledOpWatch if compiled else _OpWatch)(self)
         self._reads = _FunctionWatch(self)
         self._used = False
@@ -515,6 +518,16 @@ class DerivationWatch:
             _put(owner, name, before)
         self._installed.clear()
 
+    @contextlib.contextmanager
+    def checkers_forward_ad(self) -> Iterator[None]:
+        """Around the checker's own forward-mode AD (dual tensors, torch.func.jvp) of the
+        learner's Function: the methods it calls run inside a level the checker opened."""
+        self._checkers_levels += 1
+        try:
+            yield
+        finally:
+            self._checkers_levels -= 1
+
     # One call of a watched method ------------------------------------------------
 
     def _open(self, method: str, args: Sequence[Any], lenient: bool = False) -> None:
@@ -544,7 +557,7 @@ class DerivationWatch:
                 method=method,
                 task=task,
                 node=_current_node(),
-                forward_ad=_forward_level_open(),
+                forward_ad=self._checkers_levels > 0 and _forward_level_open(),
                 counter=counter,
                 probes=self._probes,
                 lenient=lenient,
@@ -648,6 +661,19 @@ class DerivationWatch:
                     bracket,
                 )
             return
+        formula = _torch_formula_on_stack()
+        if formula is not None and formula not in bracket.flagged_ops:
+            bracket.flagged_ops.add(formula)
+            if bracket.lenient:
+                if _tracing(types):
+                    self._traced(bracket, f"torch's own derivative formula {formula}")
+                return
+            self._add(
+                "kernel",
+                formula,
+                "is torch's own derivative formula, written in Python (torch._decomp)",
+                bracket,
+            )
         if _is_kernel(func) and func not in bracket.flagged_ops:
             kernel = func._schema.name.replace("::", ".")
             if bracket.lenient:
@@ -1115,6 +1141,63 @@ class _CounterProbe:
 
 
 _PROBE = _CounterProbe()
+
+
+# The code of torch's own derivative formulas written in Python: torch._decomp's
+# functions with "backward" or "jvp" in their name (native_layer_norm_backward, ...), by
+# code object, with the name to report. Made once, before any learner process is forked.
+_FORMULAS: dict[types.CodeType, str] = {}
+_FORMULAS_FOUND: list[bool] = []  # whether find_torch_formulas ran in this process
+
+
+def find_torch_formulas() -> None:
+    """Collect :data:`_FORMULAS` from the torch._decomp modules loaded and their tables
+    (every function, and what its decorators wrap)."""
+    found: dict[types.CodeType, str] = {}
+    functions: list[object] = []
+    for name, module in list(sys.modules.items()):
+        if name.startswith("torch._decomp") and module is not None:
+            functions += [v for v in list(vars(module).values()) if callable(v)]
+    table = getattr(sys.modules.get("torch._decomp"), "decomposition_table", None)
+    if isinstance(table, dict):
+        functions += list(table.values())
+    for function in functions:
+        for _ in range(8):  # each decorator's __wrapped__, down to the formula
+            code = getattr(function, "__code__", None)
+            if isinstance(code, types.CodeType) and (
+                "backward" in code.co_name or "jvp" in code.co_name
+            ):
+                found[code] = f"torch._decomp's {code.co_name}"
+            function = getattr(function, "__wrapped__", None)
+            if function is None:
+                break
+    _FORMULAS.clear()
+    _FORMULAS.update(found)
+    _FORMULAS_FOUND[:] = [True]
+
+
+def _torch_formula_on_stack() -> str | None:
+    """The torch formula (see :data:`_FORMULAS`) the op being dispatched runs in, if any.
+
+    A formula is called by the learner's code, so it lies between the op and the
+    learner's nearest frame: the walk looks at torch's (the standard library's, the
+    watch's own) frames from the op outwards and stops at the first frame of other code.
+    An op the learner's code calls itself costs a look or two."""
+    if not _FORMULAS_FOUND:
+        find_torch_formulas()  # where no zygote found them first (a test in process)
+    frame: types.FrameType | None = sys._getframe(3)  # past this, _see_op, __torch_dispatch__
+    ours = _watched.__code__.co_filename  # the watch's own frames (its modes) lie between
+    formulas, torch_dir, stdlib_dir = _FORMULAS, _TORCH_DIR, _STDLIB_DIR
+    while frame is not None:
+        code = frame.f_code
+        found = formulas.get(code)
+        if found is not None:
+            return found
+        filename = code.co_filename
+        if filename != ours and not filename.startswith((torch_dir, stdlib_dir)):
+            return None  # the learner's code
+        frame = frame.f_back
+    return None
 
 
 def _forward_level_open() -> bool:

@@ -40,7 +40,7 @@ import traceback
 from dataclasses import dataclass
 
 from trainer.checking import processes, protocol, transport
-from trainer.checking.learner import confine, guard, loading
+from trainer.checking.learner import confine, derivation, guard, loading
 from trainer.checking.report import ProtectionLevel
 
 
@@ -206,6 +206,7 @@ def _import_once(modules: object) -> None:
         with contextlib.suppress(Exception):  # a learner process that needs it imports it
             importlib.import_module(module)
     guard.prepare(guard.guarded_classes())  # an import may have bound new names
+    derivation.find_torch_formulas()
     gc.freeze()  # as in serve: no learner's collection walks them
 
 
@@ -218,6 +219,7 @@ def serve(sock: socket.socket) -> LearnerTask:
     # collection of it here delays the first learner process (~80 ms). What the
     # learner's own code makes is collected as in any program.
     guard.prepare(guard.guarded_classes())  # each learner process's, made once
+    derivation.find_torch_formulas()  # torch's Python formulas, watched for
     gc.freeze()
     learners: dict[int, _Learner] = {}
     spares: list[_Spare] = []  # at most one: the next check's process, made ahead
