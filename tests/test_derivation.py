@@ -703,7 +703,8 @@ def test_every_staticmethod_of_the_class_is_watched_jvp_and_vmap_among_them() ->
     x = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
     with DerivationWatch(Sigmoid) as watch:
         torch.autograd.grad(torch.func.vmap(lambda t: apply(Sigmoid, t))(x).sum(), x)
-        torch.func.jvp(lambda t: apply(Sigmoid, t), (x.detach(),), (torch.ones_like(x),))
+        with watch.checkers_forward_ad():  # the checker's jvp, as its jvp request marks it
+            torch.func.jvp(lambda t: apply(Sigmoid, t), (x.detach(),), (torch.ones_like(x),))
     assert {name for name in watch.calls} >= {"forward", "backward", "jvp", "vmap", "slope"}
     assert calls(watch.findings) == [("kernel", "aten.sigmoid_backward")]
     assert watch.findings[0].method == "jvp"
@@ -730,7 +731,7 @@ def test_torch_func_jvp_inside_a_jvp_staticmethod_is_flagged() -> None:
             return torch.func.jvp(lambda a: a * a, (x,), (t,))[1]  # type: ignore[no-any-return]
 
     x = torch.randn(3, dtype=torch.float64)
-    with DerivationWatch(Square) as watch:
+    with DerivationWatch(Square) as watch, watch.checkers_forward_ad():
         tangent = torch.func.jvp(lambda a: apply(Square, a), (x,), (torch.ones_like(x),))[1]
     torch.testing.assert_close(tangent, 2 * x)
     assert [(f.kind, f.call, f.method) for f in watch.findings] == [
