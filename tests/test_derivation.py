@@ -132,6 +132,35 @@ class HandWrittenSlope(torch.autograd.Function):
         raise AssertionError("never run inside the learner's backward")
 
 
+def scaled_by_a_weight_equal_to_one_over_eps(x: Tensor, g: Tensor) -> Tensor:
+    """A norm's affine step, a channel at a time: ``xhat * weight[c]`` where the
+    weight (data, 0-dim) is 1000 and eps 1e-3. Multiplying by 1000 is dividing by
+    the "step", but the weight is no number written in the code."""
+    s = torch.sigmoid(x)
+    centred = s - s.mean()
+    xhat = centred / torch.sqrt((centred * centred).mean() + 1e-3)  # var + eps: a copy
+    weight = torch.full((3,), 1000.0, dtype=x.dtype)
+    scaled = (xhat - centred) * weight[0]
+    return g * local_slope(s) + 0 * scaled
+
+
+def divided_by_a_zero_norm_plus_eps(x: Tensor, g: Tensor) -> Tensor:
+    """The epsilon guard ``/ (norm + eps)`` on a zero row: the divisor is exactly eps,
+    the "step", but computed from the data."""
+    s = torch.sigmoid(x)
+    norm = torch.zeros_like(x).norm()
+    guarded = (s - (s + 1e-12)) / (norm + 1e-12)
+    return g * local_slope(s) + 0 * guarded
+
+
+def a_number_equal_to_one_over_eps_scaling_no_difference(x: Tensor, g: Tensor) -> Tensor:
+    """``log(s + 1e-3)`` and ``s * 1000``: a copy and a number that divides by its step,
+    but what is scaled is not a difference made from the copy."""
+    s = torch.sigmoid(x)
+    logged = torch.log(s + 1e-3)
+    return g * local_slope(s) + 0 * (logged + s * 1000.0)
+
+
 HONEST: dict[str, Backward] = {
     "a plain formula": honest_formula,
     "a helper function": lambda x, g: g * local_slope(torch.sigmoid(x)),
@@ -152,6 +181,11 @@ HONEST: dict[str, Backward] = {
     "the apply of another custom Function": lambda x, g: (
         g * apply(HandWrittenSlope, torch.sigmoid(x))
     ),
+    # An epsilon is a small number added to a tensor, as a step is: only a difference
+    # made from it and divided by a number written in the code is a finite difference.
+    "a 0-dim weight equal to 1/eps (data, not a step)": scaled_by_a_weight_equal_to_one_over_eps,
+    "dividing by a zero norm plus eps (data, not a step)": divided_by_a_zero_norm_plus_eps,
+    "1/eps scaling what is no difference": a_number_equal_to_one_over_eps_scaling_no_difference,
 }
 
 
@@ -821,9 +855,15 @@ def complex_step(x: Tensor, g: Tensor) -> Tensor:
     return g * torch.sigmoid(torch.complex(x, torch.full_like(x, h))).imag / h
 
 
+def forward_differences_with_a_tensor_step(x: Tensor, g: Tensor) -> Tensor:
+    h = torch.tensor(1e-7, dtype=torch.float64)
+    return g * (sigmoid64(x + h) - sigmoid64(x)) / (2 * h) * 2
+
+
 NUMERIC: dict[str, tuple[Backward, str]] = {
     "central differences": (central_differences, "finite differences"),
     "forward differences": (forward_differences, "finite differences"),
+    "a step kept as a tensor": (forward_differences_with_a_tensor_step, "finite differences"),
     "one element at a time": (element_by_element, "finite differences"),
     "the complex step": (complex_step, "complex step"),
 }

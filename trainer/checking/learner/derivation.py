@@ -331,6 +331,9 @@ class _Bracket:
     perturbations: dict[int, set[float]] = field(default_factory=dict)
     steps: set[float] = field(default_factory=set)
     copies: dict[int, weakref.ref[torch.Tensor]] = field(default_factory=dict)
+    # What is computed from a perturbed copy, and the differences made with one (id -> ref).
+    derived: dict[int, weakref.ref[torch.Tensor]] = field(default_factory=dict)
+    differences: dict[int, weakref.ref[torch.Tensor]] = field(default_factory=dict)
     # 0-dim tensors made from a number written in the method (torch.tensor(1e-6)).
     constants: dict[int, weakref.ref[torch.Tensor]] = field(default_factory=dict)
 
@@ -709,9 +712,13 @@ class DerivationWatch:
             return
         try:
             step = numeric.step_of(func, args, bracket.constants)
-            divides = numeric.divides_by_step(func, args, bracket.steps)
+            divides = numeric.divides_by_step(
+                func, args, bracket.steps, bracket.constants, bracket.differences
+            )
         except Exception:  # an odd argument (a fake or meta tensor): not a number
             return
+        if isinstance(result, torch.Tensor):
+            self._follow(bracket, func, args, result)
         if step is not None:
             tensor, h = step
             taken = bracket.perturbations.setdefault(id(tensor), set())
@@ -727,6 +734,30 @@ class DerivationWatch:
             self._finite_differences(
                 bracket, "divides a difference by the step h it added to a tensor"
             )
+
+    @staticmethod
+    def _follow(
+        bracket: _Bracket, func: torch._ops.OpOverload, args: tuple[Any, ...], result: torch.Tensor
+    ) -> None:
+        """Mark what ``result`` is made of: numbers written in the code (``2 * h``), a
+        perturbed copy (``f(x + h)``), a difference of one (``f(x + h) - f(x)``)."""
+        if (
+            result.dim() == 0
+            and numeric.is_arithmetic(func)
+            and all(numeric.is_number(a, bracket.constants) for a in args[:2])
+        ):
+            bracket.constants[id(result)] = weakref.ref(result)
+        if not bracket.copies:
+            return  # no perturbed copy yet in this call: nothing to follow
+        tensors = [a for a in args if isinstance(a, torch.Tensor)]
+        if any(numeric.held(a, bracket.differences) for a in tensors):
+            bracket.differences[id(result)] = weakref.ref(result)
+        elif any(
+            numeric.held(a, bracket.copies) or numeric.held(a, bracket.derived) for a in tensors
+        ):
+            bracket.derived[id(result)] = weakref.ref(result)
+            if numeric.is_subtraction(func):
+                bracket.differences[id(result)] = weakref.ref(result)
 
     def _see_forward_call(self, args: Sequence[Any]) -> None:
         bracket = self._brackets[-1]

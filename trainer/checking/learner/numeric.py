@@ -13,9 +13,10 @@ Finite differences
 
     * the same tensor is perturbed by two different steps (``x + h`` and
       ``x - h``: a central difference), or
-    * a value is divided by a step taken there, or twice it (``/ h``, ``/ (2 * h)``),
-      or multiplied by its inverse (:func:`divides_by_step`: forward and central
-      differences alike), or
+    * a difference made from a perturbed copy (``f(x + h) - f(x)``, and whatever is
+      computed from it) is divided by a step taken there, or twice it (``/ h``,
+      ``/ (2 * h)``), or multiplied by its inverse, the step a number written in the
+      code (:func:`divides_by_step`: forward and central differences alike), or
     * the learner's own ``forward`` is called with a perturbed copy.
 
     Recomputing the forward's function on the *saved* input (``torch.sigmoid(x)``
@@ -154,29 +155,66 @@ def _step(value: object, constants: dict[int, Any]) -> float | None:
     return _scalar(value)
 
 
-def divides_by_step(func: Any, args: tuple[Any, ...], steps: set[float]) -> bool:
-    """Whether ``func(*args)`` divides by one of ``steps`` or twice it, or multiplies
-    by the inverse: the quotient of a finite difference."""
-    if not steps:
+def divides_by_step(
+    func: Any,
+    args: tuple[Any, ...],
+    steps: set[float],
+    constants: dict[int, Any],
+    differences: dict[int, Any],
+) -> bool:
+    """Whether ``func(*args)`` is the quotient of a finite difference: a difference made
+    from a perturbed copy (among ``differences``) divided by one of ``steps`` or twice
+    it, or multiplied by the inverse. The divisor is a number written in the code (a
+    Python number, or a 0-dim tensor among ``constants``): a 0-dim tensor computed from
+    the data that happens to equal a step (a weight of 1000 with eps = 1e-3, a norm of
+    0 plus eps) is no step, and a quotient of anything else is no difference."""
+    if not steps or len(args) < 2:
         return False
     kind = _arithmetic(func)
-    if kind == "div" and len(args) >= 2:
-        value = _scalar(args[1])
+    if kind == "div":
+        pairs = [(args[0], args[1])]
         inverse = False
-    elif kind == "mul" and len(args) >= 2:
-        value = _scalar(args[1])
-        if value is None:
-            value = _scalar(args[0])
+    elif kind == "mul":
+        pairs = [(args[0], args[1]), (args[1], args[0])]
         inverse = True
     else:
         return False
-    if value is None or value == 0:
+    for dividend, divisor in pairs:
+        if not held(dividend, differences):
+            continue
+        value = _step(divisor, constants)
+        if value is None or value == 0:
+            continue
+        size = abs(1 / value) if inverse else abs(value)
+        if any(
+            math.isclose(size, step, rel_tol=1e-6) or math.isclose(size, 2 * step, rel_tol=1e-6)
+            for step in steps
+        ):
+            return True
+    return False
+
+
+def held(value: object, table: dict[int, Any]) -> bool:
+    """Whether ``value`` is the very tensor ``table`` keeps a weak reference to, by id."""
+    if not isinstance(value, torch.Tensor):
         return False
-    size = abs(1 / value) if inverse else abs(value)
-    return any(
-        math.isclose(size, step, rel_tol=1e-6) or math.isclose(size, 2 * step, rel_tol=1e-6)
-        for step in steps
-    )
+    ref = table.get(id(value))
+    return ref is not None and ref() is value
+
+
+def is_arithmetic(func: Any) -> bool:
+    return _arithmetic(func) in ("add", "sub", "mul", "div")
+
+
+def is_subtraction(func: Any) -> bool:
+    return _arithmetic(func) == "sub"
+
+
+def is_number(value: object, constants: dict[int, Any]) -> bool:
+    """A Python number, or a 0-dim tensor among ``constants``."""
+    if isinstance(value, torch.Tensor):
+        return held(value, constants)
+    return isinstance(value, int | float) and not isinstance(value, bool)
 
 
 def is_complex_result(result: object) -> bool:
