@@ -149,7 +149,7 @@ def divided_by_a_zero_norm_plus_eps(x: Tensor, g: Tensor) -> Tensor:
     the "step", but computed from the data."""
     s = torch.sigmoid(x)
     norm = torch.zeros_like(x).norm()
-    guarded = (s - (s + 1e-12)) / (norm + 1e-12)
+    guarded: Tensor = (s - (s + 1e-12)) / (norm + 1e-12)
     return g * local_slope(s) + 0 * guarded
 
 
@@ -158,7 +158,8 @@ def a_number_equal_to_one_over_eps_scaling_no_difference(x: Tensor, g: Tensor) -
     but what is scaled is not a difference made from the copy."""
     s = torch.sigmoid(x)
     logged = torch.log(s + 1e-3)
-    return g * local_slope(s) + 0 * (logged + s * 1000.0)
+    scaled: Tensor = logged + s * 1000.0
+    return g * local_slope(s) + 0 * scaled
 
 
 HONEST: dict[str, Backward] = {
