@@ -62,3 +62,56 @@ def test_an_autocast_backward_left_in_low_precision_still_fails(service, tmp_pat
     """
     stage, message, _ = first_failure(check(service, tmp_path, "autocast_logsumexp", source))
     assert stage == "autocast", message
+
+
+def test_a_forward_that_changes_its_input_in_place_fails_forward_parity(service, tmp_path):
+    """Shifting the logits where they lie (``x.sub_(max)``) gives the right softmax and the
+    right gradient for a fresh input, and changes the caller's tensor: reused in the
+    network (a residual, a second loss) it is wrong. Every call gets its own copies, so
+    only a look at the inputs after forward can tell. Remove ``_changed_inputs`` from
+    the forward handler and this file passes every stage."""
+    source = """
+        import torch
+
+
+        class MySoftmax(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, dim):
+                x.sub_(x.amax(dim=dim, keepdim=True))  # saves a copy, changes the caller's
+                y = x.exp()
+                y = y / y.sum(dim=dim, keepdim=True)
+                ctx.save_for_backward(y)
+                ctx.dim = dim
+                return y
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                (y,) = ctx.saved_tensors
+                dot = (grad_output * y).sum(dim=ctx.dim, keepdim=True)
+                return y * (grad_output - dot), None
+    """
+    stage, message, _ = first_failure(check(service, tmp_path, "softmax", source))
+    assert stage == "forward", message
+    assert "changed its input `x` in place" in message
+
+
+def test_an_in_place_function_that_marks_and_returns_its_input_passes(service, tmp_path):
+    """What an in-place Function is for: it changes x, says so and gives x back."""
+    source = """
+        import torch
+
+
+        class ExpInPlace(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                x.exp_()
+                ctx.mark_dirty(x)
+                ctx.save_for_backward(x)
+                return x
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                (y,) = ctx.saved_tensors
+                return grad_output * y
+    """
+    passes(check(service, tmp_path, "exp_inplace", source))

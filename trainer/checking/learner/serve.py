@@ -126,12 +126,17 @@ class _Server:
         if answer is None:
             return protocol.ForwardReply(error=NOT_LOADED)
         args = _arguments(request.args, request.requires_grad, request.device)
+        called = api_calls.activations(args)
+        versions = [(i, a, a._version) for i, a in enumerate(called) if isinstance(a, torch.Tensor)]
         try:
-            result = answer.apply(*api_calls.activations(args))
+            result = answer.apply(*called)
         except BaseException as error:  # the learner's code may raise anything
             return protocol.ForwardReply(error=learner_failure(error, self.path, "forward"))
-        reply = protocol.ForwardReply(outputs=result)
         outputs = result if isinstance(result, tuple | list) else (result,)
+        changed = _changed_inputs(versions, outputs, self.exercise.param_names)
+        if changed:
+            return protocol.ForwardReply(error=_changed_in_place(changed))
+        reply = protocol.ForwardReply(outputs=result)
         tensors = [o for o in outputs if isinstance(o, torch.Tensor)]
         ctx = next((t.grad_fn for t in tensors if t.grad_fn is not None), None)
         if any(request.requires_grad):
@@ -300,6 +305,41 @@ def learner_failure(error: BaseException, path: Path, during: str) -> protocol.L
     """What the learner reads when its code raised ``error`` ``during`` a call, with the
     mistake's id when the exception says which (the checker reads the id, never words)."""
     return protocol.LearnerError(**learner_error(error, path, during))
+
+
+def _changed_inputs(
+    versions: list[tuple[int, torch.Tensor, int]], outputs: Any, names: tuple[str, ...]
+) -> list[str]:
+    """The inputs forward changed in place (their version counter moved) without giving
+    them back as outputs, as an in-place Function does (``ctx.mark_dirty(x); return x``).
+    An input given back unmarked comes back as a view of itself: the mark_dirty stage
+    names that mistake."""
+    returned = {_memory(o) for o in outputs if isinstance(o, torch.Tensor)}
+    return [
+        names[index] if index < len(names) else f"argument {index + 1}"
+        for index, tensor, version in versions
+        if tensor._version != version and _memory(tensor) not in returned
+    ]
+
+
+def _memory(tensor: torch.Tensor) -> int:
+    try:
+        return int(tensor.untyped_storage().data_ptr())
+    except (RuntimeError, NotImplementedError):  # no storage (a subclass, a meta tensor)
+        return id(tensor)
+
+
+def _changed_in_place(names: list[str]) -> protocol.LearnerError:
+    listed = ", ".join(f"`{n}`" for n in names)
+    return protocol.LearnerError(
+        f"forward changed its input {listed} in place and did not return it: the caller's "
+        "tensor is no longer what it passed (logits reused by a residual connection or a "
+        "second loss would be wrong, and so would their gradients)",
+        [
+            "Compute on new tensors (x = x - m, not x.sub_(m)). An in-place Function "
+            "marks what it changes and returns it: ctx.mark_dirty(x); return x."
+        ],
+    )
 
 
 def _arguments(args_value: object, flags: list[bool], device: str = "cpu") -> list[Any]:
