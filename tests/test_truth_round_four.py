@@ -115,3 +115,80 @@ def test_an_in_place_function_that_marks_and_returns_its_input_passes(service, t
                 return grad_output * y
     """
     passes(check(service, tmp_path, "exp_inplace", source))
+
+
+def test_a_cache_keyed_by_the_shapes_alone_fails_calls_with_other_arguments(service, tmp_path):
+    """Average pooling's divisors kept per (plane, kernel, stride, padding), forgetting
+    count_include_pad: no two cases of the spec share a plane and a kernel with another
+    count, so only calls of the first case's shapes with the other cases' arguments
+    (``plan._sibling_runs``) find it. Remove the siblings from ``repeat_pool`` and this
+    file passes every stage."""
+    source = """
+        import torch
+        import torch.nn.functional as F
+
+        _DIVISORS = {}
+
+
+        def divisors(h, w, k, s, p, count_pad):
+            key = (h, w, k, s, p)  # the count is not in the key
+            if key not in _DIVISORS:
+                ones = torch.ones(1, 1, h, w, dtype=torch.float64)
+                if count_pad:
+                    ones = F.pad(ones, (p, p, p, p), value=1.0)
+                    summed = F.avg_pool2d(ones, k, s, 0) * k * k
+                else:
+                    summed = F.avg_pool2d(ones, k, s, p, count_include_pad=True) * k * k
+                _DIVISORS[key] = summed[0, 0]
+            return _DIVISORS[key]
+
+
+        class MyAvgPool2d(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, kernel_size, stride, padding, count_include_pad):
+                ctx.args = (kernel_size, stride, padding, count_include_pad, x.shape)
+                return F.avg_pool2d(
+                    x, kernel_size, stride, padding, count_include_pad=count_include_pad
+                )
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                k, s, p, count_pad, (n, c, h, w) = ctx.args
+                share = grad_output / divisors(h, w, k, s, p, count_pad).to(grad_output.dtype)
+                ho, wo = grad_output.shape[-2:]
+                padded = share.new_zeros(n, c, h + 2 * p, w + 2 * p)
+                for a in range(k):
+                    for b in range(k):
+                        rows = slice(a, a + s * (ho - 1) + 1, s)
+                        cols = slice(b, b + s * (wo - 1) + 1, s)
+                        padded[:, :, rows, cols] += share
+                return padded[:, :, p : p + h, p : p + w], None, None, None, None
+    """
+    stage, message, _ = first_failure(check(service, tmp_path, "avg_pool2d", source))
+    assert stage == "state", message
+    assert "count_include_pad" in message and "kept from an earlier call" in message
+
+
+def test_dropout_at_p_zero_still_drops_what_the_mask_drops(service, tmp_path):
+    """p = 0 is in the domain ([0, 1)): nothing is scaled, the mask still applies. A
+    backward that takes p = 0 for "no dropout" passed while no case had p = 0."""
+    source = """
+        import torch
+
+
+        class MyDropout(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, mask, p):
+                ctx.save_for_backward(mask)
+                ctx.p = p
+                return x * mask / (1 - p)
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                (mask,) = ctx.saved_tensors
+                if ctx.p == 0:
+                    return grad_output.clone(), None, None  # "no dropout"
+                return grad_output * mask / (1 - ctx.p), None, None
+    """
+    stage, message, _ = first_failure(check(service, tmp_path, "dropout", source))
+    assert stage == "backward", message

@@ -134,6 +134,10 @@ class Plan:
     stability_runs: tuple[Run, ...] = ()
     # Fresh values of one shape, for calls in a row as a training loop makes them.
     state_runs: tuple[Run, ...] = ()
+    # The first case's shapes with the other arguments of later cases (a stride, a
+    # count_include_pad, a p), where the reference takes them: calls in a row alternate
+    # them with state_runs, as training alternates layers of one shape.
+    sibling_runs: tuple[Run, ...] = ()
     # Values across each tensor's domain on a log scale, upstream gradients from
     # 1e-3 to 1e3: every case, in both dtypes; then the structured values of
     # ``structured`` (offsets, zeros, bounds; ties where every output is a float).
@@ -348,18 +352,50 @@ def build_plan(exercise: Exercise, seed: int) -> Plan:
         )
         for _ in range(STATE_VALUE_SETS)
     )
+    sibling_runs = _sibling_runs(exercise, generator)  # last: the runs above stay as they were
     return Plan(
         elementwise=elementwise,
         picture_run=_picture_run(exercise, generator) if elementwise else None,
         runs=tuple(runs),
         kink_runs=kink_runs,
         state_runs=state_runs,
+        sibling_runs=sibling_runs,
         domain_runs=domain_runs,
         tie_runs=tie_runs,
         stability_runs=tuple(
             _stability_run(exercise, index, generator) for index in range(len(exercise.stability))
         ),
     )
+
+
+SIBLINGS = 4  # the most sibling runs a plan holds
+
+
+def _sibling_runs(exercise: Exercise, generator: torch.Generator) -> tuple[Run, ...]:
+    """Float64 runs of the first case's tensor shapes with each later case's other
+    arguments, one per distinct set of them, where the reference takes them (a set that
+    does not fit these shapes, a padding larger than the plane, is skipped). A backward
+    that caches by shape alone gives the first case's answer to its siblings."""
+    if not exercise.cases:
+        return ()
+    first = exercise.cases[0]
+    scalars = [p.name for p in exercise.parameters if isinstance(p, ScalarParam)]
+    seen = {tuple(repr(first.values[name]) for name in scalars)}
+    runs: list[Run] = []
+    for case in exercise.cases[1:]:
+        key = tuple(repr(case.values[name]) for name in scalars)
+        if key in seen:
+            continue
+        seen.add(key)
+        sibling = Case({**first.values, **{name: case.values[name] for name in scalars}})
+        try:
+            values = tuple(_case_values(exercise, sibling, generator))
+            runs.append(_run(exercise, sibling, torch.float64, values, generator))
+        except Exception:  # not arguments these shapes take
+            continue
+        if len(runs) == SIBLINGS:
+            break
+    return tuple(runs)
 
 
 def _with_layer_grads(exercise: Exercise, run: Run) -> Run:

@@ -91,8 +91,21 @@ def _mismatch(
     return None
 
 
+def repeat_pool(checked: Checked) -> list[Run]:
+    """The value sets the calls in a row draw from: fresh values of the first case, the
+    first case's shapes with other cases' arguments (a pooling's count_include_pad, a
+    convolution's stride, a dropout's p), then a float64 run of every case. Calls of one
+    shape with other arguments follow one another, so a cache keyed by the shapes alone
+    hands one call's answer to the other."""
+    state = list(checked.plan.state_runs)
+    if not state:
+        return []
+    siblings = list(checked.plan.sibling_runs)
+    return state + siblings + [r for r in checked.plan.runs if r.dtype == torch.float64]
+
+
 def _repeated(checked: Checked, run: Run) -> Failure | None:
-    runs = checked.plan.state_runs
+    runs = repeat_pool(checked)
     if not runs:
         return None
     generator = torch.Generator().manual_seed(1)
@@ -142,7 +155,7 @@ def _repeated(checked: Checked, run: Run) -> Failure | None:
         )
     else:
         text = (
-            f"on call {call} of {len(order)} (same shape, fresh values), {summary}, though "
+            f"on call {call} of {len(order)} ({run.case.describe()}), {summary}, though "
             "a fresh copy of your file gets these inputs right: backward uses something "
             "kept from an earlier call (a cache, a class attribute, a global)"
         )
