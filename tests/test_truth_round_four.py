@@ -3,6 +3,7 @@ wrong ones found. Each file is one a learner writes, in our own words."""
 
 from __future__ import annotations
 
+from tests.conftest import CATALOG
 from tests.test_truth import check, first_failure, passes, service
 
 __all__ = ["service"]  # the fixture, shared with test_truth
@@ -192,3 +193,54 @@ def test_dropout_at_p_zero_still_drops_what_the_mask_drops(service, tmp_path):
     """
     stage, message, _ = first_failure(check(service, tmp_path, "dropout", source))
     assert stage == "backward", message
+
+
+def test_a_clip_kept_as_a_float32_tensor_moves_the_kink_and_fails(service, tmp_path):
+    """``torch.tensor(clip_val)`` is float32: in float64 the kink moves to 0.30000001192,
+    and inputs between it and 0.3 get a gradient of 1 where the truth is 0. Only a point
+    that close (1e-9) sees it, and only with a clip float32 cannot hold. Drop 1e-9 from
+    ``plan.NEAR_KINK`` and this file passes every stage."""
+    source = """
+        import torch
+
+
+        class ClippedReLUFunction(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, input_tensor, clip_val):
+                clip = torch.tensor(clip_val)  # float32, whatever the input's dtype
+                ctx.save_for_backward(input_tensor, clip)
+                return input_tensor.clamp(min=0, max=clip_val)
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                x, clip = ctx.saved_tensors
+                inside = (x > 0) & (x < clip)
+                return grad_output * inside.to(grad_output.dtype), None
+    """
+    stage, message, _ = first_failure(check(service, tmp_path, "clipped_relu", source))
+    assert stage == "kinks", message
+    assert "0.3 (clip_val)" in message
+
+
+def test_no_point_next_to_one_kink_lands_on_another():
+    """With kinks at 0 and at a clip of 0.1, the point 0.1 above 0 is the clip itself: set
+    there unmasked, its gradient is read as a neighbour's and a right answer fails (the
+    reference did, with the float32 rounding of 0.1). ``plan._nearest`` leaves it out."""
+    import dataclasses
+
+    import torch
+
+    from trainer.checking.trusted.plan import build_plan
+    from trainer.spec import Case
+
+    exercise = CATALOG.get("clipped_relu")
+    case = Case({"input_tensor": (6, 5), "clip_val": 0.1})
+    plan = build_plan(dataclasses.replace(exercise, cases=(case,)), 0)
+    assert plan.kink_runs
+    for kink_run in plan.kink_runs:
+        tensor = kink_run.run.args[0]
+        assert isinstance(tensor, torch.Tensor)
+        values = tensor.reshape(-1).to(torch.float64)
+        kinks = {p.flat_index for p in kink_run.points}
+        others = [i for i in range(len(values)) if i not in kinks]
+        assert not any(abs(float(values[i]) - 0.1) < 1e-12 for i in others)

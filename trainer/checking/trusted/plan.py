@@ -29,7 +29,13 @@ DTYPES = (torch.float32, torch.float64)
 SMALL = 2_000  # elements: runs larger than this skip gradcheck, kinks and double backward
 # Distances from a kink, relative to max(1, |kink|), at which the kink stage
 # compares gradients on both sides (in float32 only those float32 can resolve).
-NEAR_KINK = {torch.float64: (1e-1, 1e-2, 1e-3, 1e-4, 1e-6), torch.float32: (1e-1, 1e-2, 1e-3)}
+# How far from a kink the points close to it are (times the kink's size, when over 1). In
+# float64, 1e-9 is below float32's rounding of the kink (a clip of 0.1 kept as a float32
+# tensor is 1.5e-9 off) and far above float64's (a comparison written another way).
+NEAR_KINK = {
+    torch.float64: (1e-1, 1e-2, 1e-3, 1e-4, 1e-6, 1e-9),
+    torch.float32: (1e-1, 1e-2, 1e-3),
+}
 UPSTREAM_DECADES = (-3.0, 3.0)  # domain runs: |upstream| from 1e-3 to 1e3
 # Structured runs forgive this many times what rounding the inputs (and the upstream
 # gradients) to the run's dtype changes in the float64 answer: a right answer in float32
@@ -495,10 +501,11 @@ def _kink_run(exercise: Exercise, run: Run, generator: torch.Generator) -> list[
             low, high = _one_sided_slopes(exercise, args, position, flat_index)
             points.append(KinkPoint(param.name, flat_index, value, expression, low, high))
         near = [
-            value + side * distance * max(1.0, abs(value))
+            point
             for _, value in kinks
             for distance in NEAR_KINK[run.dtype]
             for side in (1.0, -1.0)
+            if _nearest(point := value + side * distance * max(1.0, abs(value)), kinks) == value
         ]
         start = len(kinks)
         for offset, value in enumerate(near[: max(tensor.numel() - start, 0)]):
@@ -510,6 +517,12 @@ def _kink_run(exercise: Exercise, run: Run, generator: torch.Generator) -> list[
             run=_run(exercise, run.case, run.dtype, tuple(args), generator), points=tuple(points)
         )
     ]
+
+
+def _nearest(point: float, kinks: list[tuple[str, float]]) -> float:
+    """The kink ``point`` is closest to: a point close to one kink that lands on another
+    (0 + 0.1 with a clip of 0.1) is that other's, not a point next to a kink."""
+    return min((value for _, value in kinks), key=lambda value: abs(point - value))
 
 
 def _one_sided_slopes(
