@@ -244,3 +244,24 @@ def test_no_point_next_to_one_kink_lands_on_another():
         kinks = {p.flat_index for p in kink_run.points}
         others = [i for i in range(len(values)) if i not in kinks]
         assert not any(abs(float(values[i]) - 0.1) < 1e-12 for i in others)
+
+
+def test_a_clip_is_named_only_when_every_larger_grad_output_is_wrong():
+    """A few elements lost to float32 rounding agree with "a clip at T" for any T; a clip
+    makes every element with |grad_output| above T wrong. Softmax's cancellation in
+    float32 was called a clip of grad_output. Drop the check of the elements spared in
+    ``stability._clips`` and this test fails."""
+    import torch
+
+    from trainer.checking.trusted.stability import _clips
+
+    g = torch.tensor([0.5, 2.0, 3.0, 4.0, 0.1, 5.0], dtype=torch.float64)
+    expected = torch.tensor([1.0, -2.0, 1.5, 0.5, 2.0, 1.0], dtype=torch.float64)
+    clipped = expected * torch.where(g > 1.5, 1.5 / g, torch.ones_like(g))
+    wrong = g > 1.5
+    assert _clips((g,), (expected, clipped), wrong)
+    rounded = expected.clone()
+    rounded[2] *= 1 + 1e-4  # one element off by float32's rounding
+    one = torch.zeros_like(wrong)
+    one[2] = True
+    assert not _clips((g,), (expected, rounded), one)

@@ -155,8 +155,8 @@ def _repeated(checked: Checked, run: Run) -> Failure | None:
         )
     else:
         text = (
-            f"on call {call} of {len(order)} ({run.case.describe()}), {summary}, though "
-            "a fresh copy of your file gets these inputs right: backward uses something "
+            f"on call {call} of {len(order)} ({run.case.describe()}; fresh values), {summary}, "
+            "though a fresh copy of your file gets these inputs right: backward uses something "
             "kept from an earlier call (a cache, a class attribute, a global)"
         )
     return Failure(run, text, [detail] if detail else [], _state_mistake(text))
