@@ -127,7 +127,9 @@ class _Server:
             return protocol.ForwardReply(error=NOT_LOADED)
         args = _arguments(request.args, request.requires_grad, request.device)
         called = api_calls.activations(args)
-        versions = [(i, a, a._version) for i, a in enumerate(called) if isinstance(a, torch.Tensor)]
+        versions = [
+            (i, a, _version(a)) for i, a in enumerate(called) if isinstance(a, torch.Tensor)
+        ]
         try:
             result = answer.apply(*called)
         except BaseException as error:  # the learner's code may raise anything
@@ -308,7 +310,7 @@ def learner_failure(error: BaseException, path: Path, during: str) -> protocol.L
 
 
 def _changed_inputs(
-    versions: list[tuple[int, torch.Tensor, int]], outputs: Any, names: tuple[str, ...]
+    versions: list[tuple[int, torch.Tensor, int | None]], outputs: Any, names: tuple[str, ...]
 ) -> list[str]:
     """The inputs forward changed in place (their version counter moved) without giving
     them back as outputs, as an in-place Function does (``ctx.mark_dirty(x); return x``).
@@ -318,8 +320,16 @@ def _changed_inputs(
     return [
         names[index] if index < len(names) else f"argument {index + 1}"
         for index, tensor, version in versions
-        if tensor._version != version and _memory(tensor) not in returned
+        if version is not None and _version(tensor) != version and _memory(tensor) not in returned
     ]
+
+
+def _version(tensor: torch.Tensor) -> int | None:
+    """The tensor's version counter (None where it keeps none: an inference tensor)."""
+    try:
+        return int(tensor._version)
+    except (RuntimeError, AttributeError):
+        return None
 
 
 def _memory(tensor: torch.Tensor) -> int:
