@@ -265,3 +265,95 @@ def test_a_clip_is_named_only_when_every_larger_grad_output_is_wrong():
     one = torch.zeros_like(wrong)
     one[2] = True
     assert not _clips((g,), (expected, rounded), one)
+
+
+def test_a_norm_clamped_by_an_eps_guard_fails_on_a_row_of_tiny_values(service, tmp_path):
+    """``/ norm.clamp_min(1e-4)`` is right at zero rows and at every size random draws
+    give, and wrong by norm/1e-4 on a nonzero row smaller than that. Drop the tiny row
+    from ``structured.value_sets`` and this file passes every stage."""
+    source = """
+        import torch
+
+
+        class SafeNorm(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                norm = x.pow(2).sum(-1).sqrt()
+                ctx.save_for_backward(x, norm)
+                return norm
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                x, norm = ctx.saved_tensors
+                return x * (grad_output / norm.clamp_min(1e-4)).unsqueeze(-1)
+    """
+    stage, message, _ = first_failure(check(service, tmp_path, "safe_norm", source))
+    assert stage == "stability", message
+    assert "tiny values" in message
+
+
+def test_a_tie_rule_faked_with_a_tiny_ramp_fails_on_near_ties(service, tmp_path):
+    """Picking the window's first maximum by ``argmax(window - 1e-7 * position)`` is right
+    on exact ties and on random values, and wrong where a later element is larger by
+    less than the ramp. Drop the near-tie input of ``structured.tie_sets`` and this file
+    passes every stage."""
+    source = """
+        import torch
+
+
+        class MyMaxPool2d(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, kernel_size, stride):
+                k, s = kernel_size, stride
+                n, c, _, w = x.shape
+                patches = x.unfold(2, k, s).unfold(3, k, s)
+                ho, wo = patches.shape[2], patches.shape[3]
+                flat = patches.reshape(n, c, ho, wo, k * k)
+                ramp = 1e-7 * torch.arange(k * k, dtype=x.dtype)
+                where = (flat - ramp).argmax(dim=-1)  # "the first maximum"
+                rows = torch.arange(ho).view(ho, 1) * s + where // k
+                cols = torch.arange(wo).view(1, wo) * s + where % k
+                ctx.save_for_backward(rows * w + cols)
+                ctx.shape = x.shape
+                return flat.amax(dim=-1)
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                (source,) = ctx.saved_tensors
+                n, c, h, w = ctx.shape
+                grad = grad_output.new_zeros(n, c, h * w)
+                grad.scatter_add_(2, source.reshape(n, c, -1), grad_output.reshape(n, c, -1))
+                return grad.reshape(n, c, h, w), None, None
+    """
+    stage, message, _ = first_failure(check(service, tmp_path, "max_pool2d", source))
+    assert stage == "stability", message
+    assert "nearly tied" in message
+
+
+def test_an_embedding_backward_that_needs_a_batch_axis_fails_on_a_0_dim_index(service, tmp_path):
+    """``indices`` may have any shape, none included: ``grad_output.flatten(0, -2)`` raises
+    for a single 0-dim lookup."""
+    source = """
+        import torch
+
+
+        class MyEmbedding(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, indices, weight, padding_idx):
+                ctx.save_for_backward(indices)
+                ctx.rows = weight.shape[0]
+                ctx.pad = padding_idx % weight.shape[0]
+                return weight[indices]
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                (indices,) = ctx.saved_tensors
+                rows = grad_output.flatten(0, -2)  # (lookups, D)
+                grad = rows.new_zeros(ctx.rows, rows.shape[-1])
+                grad.index_add_(0, indices.reshape(-1), rows)
+                grad[ctx.pad] = 0
+                return None, grad, None
+    """
+    stage, message, _ = first_failure(check(service, tmp_path, "embedding", source))
+    assert stage == "backward", message
+    assert "IndexError" in message

@@ -5,10 +5,12 @@ tensor's declared range and domain, so that every exercise gets them for free.
   written E[x²] − E[x]²);
 - near-constant tensors (statistics of a spread far below the values' size);
 - exact zeros in whole rows and whole channels (a 0/0 on a padding row);
+- a whole row of tiny values (a norm clamped at 1e-4 by an eps guard);
 - the first tensor constant at the top of its domain and the others at the bottom (the
   extreme rows a product, a mask or a softmax makes: a causal row whose only visible
   score is far below any fill value);
-- ties at every pair of positions of the windows an output chooses from (the tie rule).
+- ties at every pair of positions of the windows an output chooses from (the tie rule),
+  and near ties (the later larger by a hair: a tie rule faked with a tiny ramp).
 
 Each builder returns float64 values; ``plan`` turns them into runs and computes the
 slack a right answer needs in their dtype.
@@ -29,6 +31,8 @@ F32, F64 = torch.float32, torch.float64
 OFFSET_AT = 0.8  # the shared offset: this far from the domain's bottom to its top
 NEAR_CONSTANT_SPREAD = 1e-6  # relative to the offset
 WIDE = 4.0  # a domain this many times wider than [low, high] takes an offset
+NEAR_TIE = 1e-9  # a near tie: the later element larger by this much, relatively
+TINY = 1e-6  # the magnitudes of a row of tiny values
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,22 @@ def with_zero_slices(values: torch.Tensor) -> torch.Tensor:
     return values
 
 
+def with_tiny_slice(values: torch.Tensor, param: TensorParam) -> torch.Tensor:
+    """A whole row (as :func:`with_zero_slices` places it) of values near TINY, signs as
+    drawn, where the domain reaches that close to 0: not zero, but far below any eps
+    guard, so a norm or a variance clamped at 1e-4 is wrong there. A tensor of one
+    dimension keeps its values."""
+    lowest, highest = bounds(param)
+    if values.dim() < 2 or not lowest < TINY < highest:
+        return values
+    values = values.clone()
+    row = (0,) * (values.dim() - 1)
+    signs = torch.where(values[row] < 0, -1.0, 1.0).to(values.dtype)
+    spread = torch.linspace(1.0, 3.0, values[row].numel(), dtype=values.dtype)
+    values[row] = TINY * signs * spread
+    return values
+
+
 def constant(param: TensorParam, shape: Sequence[int], top: bool) -> torch.Tensor:
     lowest, highest = bounds(param)
     return torch.full(tuple(shape), highest if top else lowest, dtype=torch.float64)
@@ -135,6 +155,13 @@ def value_sets(
             "whole rows and channels of exact zeros",
             (F32, F64),
             lambda _i, p, s: with_zero_slices(random_values(p, s)),
+        )
+    )
+    sets.append(
+        (
+            f"a whole row of tiny values (magnitudes near {TINY:g})",
+            (F64,),
+            lambda _i, p, s: with_tiny_slice(random_values(p, s), p),
         )
     )
     # One tensor's bounds are in every domain run already; what they miss is tensors
@@ -206,7 +233,8 @@ def tie_sets(
     above the pair as there are places above the last one taken, so the tie straddles it.
     Windows are tied in the same input as long as none holds an element another one set
     (overlapping windows share low elements only); a pair already in
-    ``covered`` (by another case's windows of the same size) is not tied again."""
+    ``covered`` (by another case's windows of the same size) is not tied again. The last
+    input is the first one with each pair nearly tied (see ``NEAR_TIE``)."""
     needs: dict[tuple[int, ...], None] = {}
     for window in found:
         size = len(window.positions)
@@ -218,6 +246,7 @@ def tie_sets(
     width = high - low
     tie_level = low + 0.75 * width
     sets: list[torch.Tensor] = []
+    first_pairs: list[tuple[int, int]] = []  # the pairs tied in the first input
     while needs:
         values = torch.empty(numel, dtype=torch.float64).uniform_(
             low, low + 0.5 * width, generator=generator
@@ -245,5 +274,15 @@ def tie_sets(
             values[list(pair)] = tie_level
             for step, position in enumerate(above, start=1):
                 values[position] = tie_level + step * (high - tie_level) / (rank + 1)
+            if not sets:
+                first_pairs.append(pair)
         sets.append(values)
+    if sets and first_pairs:
+        # The first input again with the later element of each pair larger by a hair: no
+        # tie, and the larger wins. A tie rule faked with a tiny ramp (argmax of the
+        # window minus 1e-7 times the position) gives it to the earlier one.
+        near = sets[0].clone()
+        for _, later in first_pairs:
+            near[later] = tie_level * (1 + NEAR_TIE) if tie_level else NEAR_TIE
+        sets.append(near)
     return sets
