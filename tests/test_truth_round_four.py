@@ -357,3 +357,25 @@ def test_an_embedding_backward_that_needs_a_batch_axis_fails_on_a_0_dim_index(se
     stage, message, _ = first_failure(check(service, tmp_path, "embedding", source))
     assert stage == "backward", message
     assert "IndexError" in message
+
+
+def test_the_textbook_eps_guard_passes_on_a_row_of_tiny_values(service, tmp_path):
+    """``/ (norm + 1e-12)`` is off by 1e-12 / norm: the tiny row stays far enough above it
+    (near 1e-5) for float64's tolerance. At 1e-6 this right answer failed."""
+    source = """
+        import torch
+
+
+        class SafeNorm(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                norm = torch.linalg.vector_norm(x, dim=-1)
+                ctx.save_for_backward(x, norm)
+                return norm
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                x, norm = ctx.saved_tensors
+                return (grad_output / (norm + 1e-12)).unsqueeze(-1) * x
+    """
+    passes(check(service, tmp_path, "safe_norm", source))

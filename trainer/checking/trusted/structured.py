@@ -32,7 +32,7 @@ OFFSET_AT = 0.8  # the shared offset: this far from the domain's bottom to its t
 NEAR_CONSTANT_SPREAD = 1e-6  # relative to the offset
 WIDE = 4.0  # a domain this many times wider than [low, high] takes an offset
 NEAR_TIE = 1e-9  # a near tie: the later element larger by this much, relatively
-TINY = 1e-6  # the magnitudes of a row of tiny values
+TINY = 1e-5  # a row of tiny values: below an eps clamp (1e-4), far above an eps added (1e-12)
 
 
 @dataclass(frozen=True)
