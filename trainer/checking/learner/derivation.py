@@ -717,8 +717,8 @@ class DerivationWatch:
             )
         except Exception:  # an odd argument (a fake or meta tensor): not a number
             return
-        if isinstance(result, torch.Tensor):
-            self._follow(bracket, func, args, result)
+        if (bracket.copies or bracket.constants) and isinstance(result, torch.Tensor):
+            self._follow(bracket, func, args, result)  # else nothing to follow yet
         if step is not None:
             tensor, h = step
             taken = bracket.perturbations.setdefault(id(tensor), set())
@@ -742,7 +742,8 @@ class DerivationWatch:
         """Mark what ``result`` is made of: numbers written in the code (``2 * h``), a
         perturbed copy (``f(x + h)``), a difference of one (``f(x + h) - f(x)``)."""
         if (
-            result.dim() == 0
+            bracket.constants  # 2 * h needs an h made of a number in this call
+            and result.dim() == 0
             and numeric.is_arithmetic(func)
             and all(numeric.is_number(a, bracket.constants) for a in args[:2])
         ):
@@ -1214,21 +1215,30 @@ def _torch_formula_on_stack() -> str | None:
     learner's nearest frame: the walk looks at torch's (the standard library's, the
     watch's own) frames from the op outwards and stops at the first frame of other code.
     An op the learner's code calls itself costs a look or two."""
-    if not _FORMULAS_FOUND:
-        find_torch_formulas()  # where no zygote found them first (a test in process)
+    if not _WALK:
+        if not _FORMULAS_FOUND:
+            find_torch_formulas()  # where no zygote found them first (a test in process)
+        # The watch's own frames (its modes) lie between too: named after look_plain's
+        # renaming, which the learner process has done before any call comes.
+        _WALK.append((_watched.__code__.co_filename, (_TORCH_DIR, _STDLIB_DIR)))
+    ours, prefixes = _WALK[0]
+    formulas = _FORMULAS
     frame: types.FrameType | None = sys._getframe(3)  # past this, _see_op, __torch_dispatch__
-    ours = _watched.__code__.co_filename  # the watch's own frames (its modes) lie between
-    formulas, torch_dir, stdlib_dir = _FORMULAS, _TORCH_DIR, _STDLIB_DIR
     while frame is not None:
         code = frame.f_code
         found = formulas.get(code)
         if found is not None:
             return found
         filename = code.co_filename
-        if filename != ours and not filename.startswith((torch_dir, stdlib_dir)):
+        if filename != ours and not filename.startswith(prefixes):
             return None  # the learner's code
         frame = frame.f_back
     return None
+
+
+# What the walk compares frames with, once known: the watch's file, torch's and the
+# standard library's folders.
+_WALK: list[tuple[str, tuple[str, str]]] = []
 
 
 def _forward_level_open() -> bool:

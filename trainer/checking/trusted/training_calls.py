@@ -92,16 +92,13 @@ def _mismatch(
 
 
 def repeat_pool(checked: Checked) -> list[Run]:
-    """The value sets the calls in a row draw from: fresh values of the first case, the
-    first case's shapes with other cases' arguments (a pooling's count_include_pad, a
-    convolution's stride, a dropout's p), then a float64 run of every case. Calls of one
-    shape with other arguments follow one another, so a cache keyed by the shapes alone
-    hands one call's answer to the other."""
+    """The value sets the calls in a row draw from: fresh values of the first case, and
+    the first case's shapes with other cases' arguments (a pooling's count_include_pad,
+    a convolution's stride, a dropout's p). Calls of one shape with other arguments
+    follow one another, so a cache keyed by the shapes alone hands one call's answer to
+    the other (calls of other shapes: the two calls in one graph)."""
     state = list(checked.plan.state_runs)
-    if not state:
-        return []
-    siblings = list(checked.plan.sibling_runs)
-    return state + siblings + [r for r in checked.plan.runs if r.dtype == torch.float64]
+    return state + list(checked.plan.sibling_runs) if state else []
 
 
 def _repeated(checked: Checked, run: Run) -> Failure | None:
