@@ -706,19 +706,23 @@ class DerivationWatch:
                 "imag(f(x + ih)) / h approximates the derivative numerically",
                 bracket,
             )
-        if numeric.is_constant(func):
+        kind = numeric.arithmetic_kind(func)  # once per op: asked of every op
+        if kind == "constant":
             if isinstance(result, torch.Tensor) and result.dim() == 0:
                 bracket.constants[id(result)] = weakref.ref(result)
             return
-        try:
-            step = numeric.step_of(func, args, bracket.constants)
-            divides = numeric.divides_by_step(
-                func, args, bracket.steps, bracket.constants, bracket.differences
-            )
-        except Exception:  # an odd argument (a fake or meta tensor): not a number
-            return
+        step = None
+        divides = False
+        if kind is not None:  # a sigmoid or a sum takes no step and divides by none
+            try:
+                step = numeric.step_of(func, args, bracket.constants, kind)
+                divides = numeric.divides_by_step(
+                    func, args, bracket.steps, bracket.constants, bracket.differences, kind
+                )
+            except Exception:  # an odd argument (a fake or meta tensor): not a number
+                return
         if (bracket.copies or bracket.constants) and isinstance(result, torch.Tensor):
-            self._follow(bracket, func, args, result)  # else nothing to follow yet
+            self._follow(bracket, kind, args, result)  # else nothing to follow yet
         if step is not None:
             tensor, h = step
             taken = bracket.perturbations.setdefault(id(tensor), set())
@@ -737,14 +741,14 @@ class DerivationWatch:
 
     @staticmethod
     def _follow(
-        bracket: _Bracket, func: torch._ops.OpOverload, args: tuple[Any, ...], result: torch.Tensor
+        bracket: _Bracket, kind: str | None, args: tuple[Any, ...], result: torch.Tensor
     ) -> None:
         """Mark what ``result`` is made of: numbers written in the code (``2 * h``), a
         perturbed copy (``f(x + h)``), a difference of one (``f(x + h) - f(x)``)."""
         if (
             bracket.constants  # 2 * h needs an h made of a number in this call
+            and kind in numeric.ARITHMETIC
             and result.dim() == 0
-            and numeric.is_arithmetic(func)
             and all(numeric.is_number(a, bracket.constants) for a in args[:2])
         ):
             bracket.constants[id(result)] = weakref.ref(result)
@@ -757,7 +761,7 @@ class DerivationWatch:
             numeric.held(a, bracket.copies) or numeric.held(a, bracket.derived) for a in tensors
         ):
             bracket.derived[id(result)] = weakref.ref(result)
-            if numeric.is_subtraction(func):
+            if kind == "sub":
                 bracket.differences[id(result)] = weakref.ref(result)
 
     def _see_forward_call(self, args: Sequence[Any]) -> None:

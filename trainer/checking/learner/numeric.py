@@ -109,21 +109,23 @@ def _kind_of(func: Any) -> str | None:
 
 
 _arithmetic = per_op(_kind_of)
+ARITHMETIC = frozenset({"add", "sub", "mul", "div"})
 
 
-def is_constant(func: Any) -> bool:
-    """Whether ``func`` makes a tensor of a number written in the code (``torch.tensor(h)``)."""
-    return _arithmetic(func) == "constant"
+def arithmetic_kind(func: Any) -> str | None:
+    """ "add", "sub", "mul", "div", "constant" (a tensor of a number) or None."""
+    return _arithmetic(func)
 
 
 def step_of(
-    func: Any, args: tuple[Any, ...], constants: dict[int, Any]
+    func: Any, args: tuple[Any, ...], constants: dict[int, Any], kind: str | None = None
 ) -> tuple[torch.Tensor, float] | None:
     """``(tensor, h)`` when ``func(*args)`` is ``tensor + h`` or ``tensor - h`` (signed)
     with a small step: a perturbed copy of ``tensor``. The step is a Python number or a
     0-dim tensor among ``constants`` (made from a number in the same call, by id: a
-    0-dim tensor computed from the data, a mean, is no step)."""
-    kind = _arithmetic(func)
+    0-dim tensor computed from the data, a mean, is no step). ``kind``: the op's, when
+    the caller knows it."""
+    kind = kind or _arithmetic(func)
     if kind not in ("add", "sub") or len(args) < 2:
         return None
     first, second = args[0], args[1]
@@ -161,6 +163,7 @@ def divides_by_step(
     steps: set[float],
     constants: dict[int, Any],
     differences: dict[int, Any],
+    kind: str | None = None,
 ) -> bool:
     """Whether ``func(*args)`` is the quotient of a finite difference: a difference made
     from a perturbed copy (among ``differences``) divided by one of ``steps`` or twice
@@ -170,7 +173,7 @@ def divides_by_step(
     0 plus eps) is no step, and a quotient of anything else is no difference."""
     if not steps or len(args) < 2:
         return False
-    kind = _arithmetic(func)
+    kind = kind or _arithmetic(func)
     if kind == "div":
         pairs = [(args[0], args[1])]
         inverse = False
@@ -200,14 +203,6 @@ def held(value: object, table: dict[int, Any]) -> bool:
         return False
     ref = table.get(id(value))
     return ref is not None and ref() is value
-
-
-def is_arithmetic(func: Any) -> bool:
-    return _arithmetic(func) in ("add", "sub", "mul", "div")
-
-
-def is_subtraction(func: Any) -> bool:
-    return _arithmetic(func) == "sub"
 
 
 def is_number(value: object, constants: dict[int, Any]) -> bool:
