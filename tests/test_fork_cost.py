@@ -117,3 +117,24 @@ def test_a_spare_is_not_used_for_a_check_needing_a_module_nobody_imported(discar
     missing = "torch._no_such_module_" + str(os.getpid())
     assert zygote._spare_for(_spawn(missing), [made]) is None
     assert discarded == [made]
+
+
+def test_a_checker_finds_its_spec_read_by_the_server_and_a_changed_spec_read_anew():
+    """The server reads each job's spec once, before forking its checker; a job whose
+    spec differs in anything (a tolerance an author just edited) gets its own. Key the
+    cache by the spec's name alone and the edited tolerance is never seen."""
+    from trainer.checking.job import Job
+    from trainer.checking.trusted import checker
+
+    def job(data: dict[str, object]) -> Job:
+        return Job(exercise=data, spec_path="", spec_name="sigmoid.yaml", file="",
+                   source="", seed=0, token="", output_mark="")  # fmt: skip
+
+    data = dict(SIGMOID.data)
+    first = checker.job_exercise(job(data))
+    assert checker.job_exercise(job(dict(data))) is first  # read once
+    tolerances = {**data["tolerances"], "float32": {"rtol": 0.5, "atol": 0.5}}
+    edited = {**data, "tolerances": tolerances}
+    changed = checker.job_exercise(job(edited))
+    assert changed is not first
+    assert changed.tolerances != first.tolerances

@@ -379,3 +379,69 @@ def test_the_textbook_eps_guard_passes_on_a_row_of_tiny_values(service, tmp_path
                 return (grad_output / (norm + 1e-12)).unsqueeze(-1) * x
     """
     passes(check(service, tmp_path, "safe_norm", source))
+
+
+def test_a_backward_dividing_by_the_weight_fails_where_a_channel_is_pruned(service, tmp_path):
+    """x̂ got back from the output as y / weight saves memory and is exact, but a weight
+    with a zero (a pruned channel, a zero-initialised gamma) turns every gradient of the
+    row into NaN. Leave 1-D tensors without a zero in ``structured.with_zero_slices``
+    and this file passes every stage."""
+    source = """
+        import torch
+
+
+        class MyRMSNorm(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, weight, eps):
+                r = torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps)
+                y = x * r * weight
+                ctx.save_for_backward(y, r, weight)  # not x: x̂ = y / weight later
+                return y
+
+            @staticmethod
+            def backward(ctx, g):
+                y, r, weight = ctx.saved_tensors
+                xhat = y / weight
+                gw = (g * xhat).reshape(-1, weight.shape[0]).sum(0)
+                gh = g * weight
+                gx = r * (gh - xhat * (gh * xhat).mean(-1, keepdim=True))
+                return gx, gw, None
+    """
+    stage, message, _ = first_failure(check(service, tmp_path, "rms_norm", source))
+    assert stage == "stability", message
+
+
+def test_a_view_that_merges_leading_dimensions_fails_on_channels_last_tensors(service, tmp_path):
+    """``grad_output.view(-1, H, W)`` works on contiguous tensors and on the transposed
+    layout the contract already tried; a channels_last or head-split tensor cannot be
+    viewed so, as a network hands them over. Drop the ``permuted`` layout from the
+    contract stage and this file passes every stage."""
+    source = """
+        import torch
+
+
+        class MySoftmax(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, dim):
+                y = torch.softmax(x, dim)
+                ctx.save_for_backward(y)
+                ctx.dim = dim
+                return y
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                (y,) = ctx.saved_tensors
+                shape = y.shape
+                if y.dim() >= 3:  # work on (batch, rows, columns)
+                    dim = ctx.dim % y.dim() - (y.dim() - 3) if ctx.dim % y.dim() >= y.dim() - 2 else None
+                    if dim is not None:
+                        y3 = y.view(-1, *shape[-2:])
+                        g3 = grad_output.view(-1, *shape[-2:])
+                        dot = (g3 * y3).sum(dim, keepdim=True)
+                        return (y3 * (g3 - dot)).view(shape), None
+                dot = (grad_output * y).sum(ctx.dim, keepdim=True)
+                return y * (grad_output - dot), None
+    """
+    stage, message, _ = first_failure(check(service, tmp_path, "softmax", source))
+    assert stage == "contract", message
+    assert "channels-last" in message

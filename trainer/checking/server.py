@@ -264,6 +264,10 @@ def _start_checker(control: socket.socket, to_zygote: socket.socket, fds: list[i
     except (transport.WireError, ValueError, TypeError):
         job = None
     os.close(job_fd)
+    if job is not None:
+        from trainer.checking.trusted.checker import remember_exercise
+
+        remember_exercise(job)
     plan = plan_for(job)
     saved = _reference_saved(job, plan) if job else None
     pid = os.fork()

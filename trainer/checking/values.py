@@ -138,7 +138,9 @@ def _decode_tensor(item: dict[str, Any], blobs: list[bytes]) -> torch.Tensor:
 
 
 def _apply_layout(tensor: torch.Tensor, layout: str) -> torch.Tensor:
-    """Rebuild the memory layout the checker asked for: the values stay the same."""
+    """Rebuild the memory layout the checker asked for (``plain``, ``strided``: the last
+    two dimensions transposed in memory, ``permuted``: the third from the end stored
+    last, ``expanded``: stride 0): the values stay the same."""
     if layout == "strided" and tensor.numel() > 1:
         if tensor.dim() >= 2:
             # The memory of a transposed tensor: strides that .view cannot merge.
@@ -147,6 +149,11 @@ def _apply_layout(tensor: torch.Tensor, layout: str) -> torch.Tensor:
         buffer = torch.zeros((*tensor.shape, 2), dtype=tensor.dtype)
         buffer[..., 0] = tensor
         return buffer[..., 0]
+    if layout == "permuted" and tensor.numel() > 1 and tensor.dim() >= 3:
+        # The third dimension from the end stored last: channels_last for (N, C, H, W),
+        # heads split from (B, T, H, d) by a transpose for attention. A .view that merges
+        # the leading dimensions fails on it, as in the network.
+        return tensor.movedim(-3, -1).contiguous().movedim(-1, -3)
     if layout == "expanded" and tensor.numel() > 0:
         # What `y.sum().backward()` hands down: one value, stride 0 everywhere.
         return tensor.reshape(-1)[:1].reshape(()).expand(tensor.shape)

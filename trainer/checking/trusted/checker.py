@@ -9,7 +9,9 @@ token that stamps each result frame.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import json
 import socket
 import time
 import traceback
@@ -58,10 +60,30 @@ def warm_up_for(job: Job) -> None:
         importlib.import_module(module)
 
 
+# Exercises read from the jobs' specs, by the spec as sent: the server reads each once
+# (:func:`remember_exercise`) and every checker, its fork, finds it read (~3 ms a check).
+_EXERCISES: dict[str, Exercise] = {}
+EXERCISES_KEPT = 8
+
+
 def job_exercise(job: Job) -> Exercise:
     """The spec the CLI validated, as it sent it: never read again from disk."""
-    source = Path(job.spec_path) if job.spec_path else None
-    return exercise_from_mapping(job.exercise, job.spec_name, source)
+    key = json.dumps([job.spec_name, job.spec_path, job.exercise], sort_keys=True)
+    found = _EXERCISES.get(key)
+    if found is None:
+        source = Path(job.spec_path) if job.spec_path else None
+        found = exercise_from_mapping(job.exercise, job.spec_name, source)
+        while len(_EXERCISES) >= EXERCISES_KEPT:
+            del _EXERCISES[next(iter(_EXERCISES))]
+        _EXERCISES[key] = found
+    return found
+
+
+def remember_exercise(job: Job) -> None:
+    """In the server, before forking a job's checker: read its spec, once per spec. A
+    spec that does not read is left to the checker, which reports it."""
+    with contextlib.suppress(Exception):
+        job_exercise(job)
 
 
 def build_job_plan(job: Job) -> Any:
@@ -169,5 +191,7 @@ def run(
         draw_always=job.draw_always,
     )
     run_stages(checked, report)
-    sandbox.stop()
+    # The verdict is whole: the CLI has it before the learner's process is ended (the
+    # zygote ends it, and everything it started, when this checker closes its end).
     channel.send(type="done")
+    sandbox.stop()

@@ -316,6 +316,17 @@ def _through_autograd(checked: Checked, run: Run, every_subset: bool) -> Failure
         text = f"with non-contiguous inputs and grad_output (as a transposed tensor gives), {failure.message}"
         details = [*failure.details, "use .reshape rather than .view, and no in-place writes"]
         return Failure(run, text, details, named("non_contiguous", text))
+    if any(isinstance(a, torch.Tensor) and a.dim() >= 3 for a in run.args):
+        with checked.sandbox.layouts(inputs="permuted", grads="permuted"):
+            failure = _consistent(checked, run, plain)
+        if failure is not None:
+            text = (
+                "with inputs and grad_output stored channels-last (as a network's "
+                "transposes and memory formats hand them over: heads split by a transpose, "
+                f"a channels_last convolution), {failure.message}"
+            )
+            details = [*failure.details, "use .reshape rather than .view, and no in-place writes"]
+            return Failure(run, text, details, named("non_contiguous", text))
     for subset in _subsets(run.grad_names(), every_subset):
         failure = _consistent(checked, run, plain, requires_grad=set(subset))
         if failure is not None:

@@ -73,8 +73,9 @@ class Sandbox:
         self._control = control
         self.ended: str | None = None  # how the process ended, once it has
         self.patched: list[str] = []  # names the learner's code replaced, as it reported them
-        # How the proxy hands tensors over: "plain", "strided" (not contiguous)
-        # or "expanded" (stride 0), and on which device the learner's code runs.
+        # How the proxy hands tensors over: "plain", "strided" (not contiguous),
+        # "permuted" (channels-last) or "expanded" (stride 0), and on which device the
+        # learner's code runs.
         self.input_layout = "plain"
         self.grad_layout = "plain"
         self.device = "cpu"

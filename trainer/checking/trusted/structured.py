@@ -84,14 +84,20 @@ def near_constant(
     return centre + spread * noise
 
 
-def with_zero_slices(values: torch.Tensor) -> torch.Tensor:
+def with_zero_slices(values: torch.Tensor, param: TensorParam | None = None) -> torch.Tensor:
     """Exact zeros in a whole row (the last dimension at the first index of the others)
-    and a whole channel (the last index of dimension 1); a tensor of one dimension keeps
-    its values (a bias or a weight: zeroing it all says nothing of rows)."""
+    and a whole channel (the last index of dimension 1). A tensor of one dimension (a
+    weight, a gamma) gets one zero in its middle, where its domain holds 0: a pruned
+    channel, a zero-initialised gamma, which a backward dividing by the weight (x̂ got
+    back as y / weight) turns into NaN. Zeroing it all would say nothing of rows."""
     values = values.clone()
     if values.dim() >= 2:
         values[(0,) * (values.dim() - 1)] = 0.0
         values[:, -1] = 0.0
+    elif values.dim() == 1 and values.numel() >= 2:
+        lowest, highest = bounds(param) if param is not None else (0.0, 0.0)
+        if lowest <= 0.0 <= highest:
+            values[values.numel() // 2] = 0.0
     return values
 
 
@@ -154,7 +160,7 @@ def value_sets(
         (
             "whole rows and channels of exact zeros",
             (F32, F64),
-            lambda _i, p, s: with_zero_slices(random_values(p, s)),
+            lambda _i, p, s: with_zero_slices(random_values(p, s), p),
         )
     )
     sets.append(
