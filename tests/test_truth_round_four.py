@@ -445,3 +445,43 @@ def test_a_view_that_merges_leading_dimensions_fails_on_channels_last_tensors(se
     stage, message, _ = first_failure(check(service, tmp_path, "softmax", source))
     assert stage == "contract", message
     assert "channels-last" in message
+
+
+def test_a_cache_keyed_by_the_weights_identity_fails_once_an_optimizer_changes_it(
+    service, tmp_path
+):
+    """Wᵀ kept per weight by ``id`` (dropped when the weight dies, so ids never clash):
+    every call of the 500 gets fresh tensors, and two steps of accumulation leave the
+    values alone, so it passed; an optimizer's step changes the very tensor in place.
+    Remove ``_updated_in_place`` from the scenarios and this file passes every stage."""
+    source = """
+        import weakref
+
+        import torch
+
+        _TRANSPOSED = {}
+
+
+        def transposed(weight):
+            key = id(weight)
+            if key not in _TRANSPOSED:
+                _TRANSPOSED[key] = weight.detach().t().contiguous()
+                weakref.finalize(weight, _TRANSPOSED.pop, key, None)
+            return _TRANSPOSED[key]
+
+
+        class MyLinearFunction(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, weight, bias):
+                ctx.save_for_backward(x, weight)
+                return x @ weight.t() + bias
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                x, weight = ctx.saved_tensors
+                grad_x = grad_output @ transposed(weight).t()
+                return grad_x, grad_output.t() @ x, grad_output.sum(0)
+    """
+    stage, message, _ = first_failure(check(service, tmp_path, "linear", source))
+    assert stage == "state", message
+    assert "changed in place" in message

@@ -470,6 +470,26 @@ def _train(
         )
         flat = grads(loss, leaves1 + leaves2)
         return [flat[: len(leaves1)], flat[len(leaves1) :]]
+    if scenario == "update_in_place":
+        # Two steps on the very same tensors, their values changed in place between them
+        # as an optimizer's step changes a Parameter: the parameters (``shared``) go in as
+        # the leaves themselves, as a network passes them.
+        (first_args, _), (second_args, _) = sets[0], sets[1]
+        fresh, leaves = _fresh(first_args)
+        at = set(shared or [])
+        results = []
+        for step, (_, upstream) in enumerate(sets[:2]):
+            if step:
+                with torch.no_grad():
+                    for index, value in enumerate(second_args):
+                        held = fresh[index]
+                        if isinstance(value, torch.Tensor) and isinstance(held, torch.Tensor):
+                            held.copy_(value)
+            called = api_calls.activations(fresh)
+            for index in at:
+                called[index] = fresh[index]
+            results.append(grads(_loss(_outputs(answer, fresh, called), upstream), leaves))
+        return results
     if scenario == "some_outputs":
         results = []
         for args, upstream in sets:

@@ -375,6 +375,40 @@ def _accumulated(checked: Checked, run: Run) -> Failure | None:
     return Failure(run, text, [detail] if detail else [], _state_mistake(text))
 
 
+def _updated_in_place(checked: Checked, run: Run) -> Failure | None:
+    """Two steps on the very same tensors, their values changed in place in between (an
+    optimizer's step): a backward that keeps values by the tensor's identity (``id``, a
+    weak reference, ``data_ptr``) reads the old ones on the second step."""
+    runs = checked.plan.state_runs
+    if len(runs) < 2:
+        return None
+    first, second = runs[0], runs[1]
+    names = first.grad_names()
+    tensors = [
+        i
+        for i, p in enumerate(first.params)
+        if isinstance(p, TensorParam) and p.name in names and p.is_float
+    ]
+    grads = _train(
+        checked,
+        "update_in_place",
+        [(first, first.upstream), (second, second.upstream)],
+        shared=tensors[1:],  # the parameters, passed as the leaves themselves
+    )
+    for number, (call, got) in enumerate(zip((first, second), grads, strict=True), start=1):
+        wrong = _mismatch(call, got, call.expected_grads)
+        if wrong is not None:
+            summary, detail = wrong
+            text = (
+                f"on step {number} of two on the very same tensors, their values changed in "
+                f"place in between as an optimizer's step changes them, {summary}, though "
+                "each step alone is right: backward keeps values by the tensor's identity "
+                "(id, a weak reference, data_ptr), and the tensor's values changed"
+            )
+            return Failure(call, text, [detail] if detail else [], _state_mistake(text))
+    return None
+
+
 def _some_outputs(checked: Checked, run: Run) -> Failure | None:
     """Losses that use one output only: autograd hands zeros (or None) for the others."""
     count = checked.exercise.outputs
@@ -453,6 +487,11 @@ _SCENARIOS: tuple[tuple[Callable[[Checked, Run], Failure | None], str, str], ...
     ),
     (_accumulated, "with gradients accumulated over two steps", "state_outside_ctx"),
     (
+        _updated_in_place,
+        "with the same tensors updated in place between two steps (an optimizer's step)",
+        "state_outside_ctx",
+    ),
+    (
         _some_outputs,
         "with a loss that uses some outputs only (the other upstream gradients are zeros, "
         "or None after ctx.set_materialize_grads(False))",
@@ -477,7 +516,8 @@ def training_calls_stage(checked: Checked) -> StageOutcome:
     success = (
         f"{REPEATED_CALLS} calls in a row with fresh values, two calls in one graph (of "
         "other shapes and of the same shape), a parameter shared by two calls, a retained "
-        "graph and accumulated gradients all give the reference gradients"
+        "graph, accumulated gradients and tensors updated in place between steps all give "
+        "the reference gradients"
         + (", and so do losses that use some outputs only" if checked.exercise.outputs > 1 else "")
     )
     if failure is None:
