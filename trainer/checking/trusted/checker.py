@@ -191,7 +191,5 @@ def run(
         draw_always=job.draw_always,
     )
     run_stages(checked, report)
-    # The verdict is whole: the CLI has it before the learner's process is ended (the
-    # zygote ends it, and everything it started, when this checker closes its end).
+    sandbox.stop()  # first: when the CLI has the verdict, nothing of the check is left
     channel.send(type="done")
-    sandbox.stop()
