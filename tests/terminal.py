@@ -24,6 +24,10 @@ def plain(text: str) -> str:
     return _ESCAPES.sub("", text)
 
 
+def _default_interrupt() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Terminal:
     """``python -m trainer ARGS`` on a pseudo-terminal of ``columns`` × ``rows``."""
 
@@ -52,6 +56,10 @@ class Terminal:
             cwd=cwd,
             env=environment,
             start_new_session=True,
+            # A terminal's foreground command gets Ctrl-C's default action, whatever the
+            # test runner was started with (a background job ignores SIGINT, and so
+            # would every command started from it).
+            preexec_fn=_default_interrupt,
         )
         os.close(slave)
         self.output = ""
