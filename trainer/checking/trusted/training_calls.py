@@ -235,16 +235,30 @@ def _one_graph_same_shape(checked: Checked, run: Run) -> Failure | None:
         return None
     first, second = runs[0], runs[1]
     grads = _train(checked, "one_graph", [(first, first.upstream), (second, second.upstream)])
-    for number, (call, got) in enumerate(zip((first, second), grads, strict=True), start=1):
+    return _first_wrong_call(
+        (first, second),
+        grads,
+        lambda number, summary: (
+            f"with two calls of the same shape in one graph ({first.case.describe()}; "
+            f"backward runs for call 2 first), {summary} for call {number}, though each "
+            "call on its own is right: keep what backward needs on ctx, not in a cache "
+            "shared by calls (keyed by shape, say)"
+        ),
+    )
+
+
+def _first_wrong_call(
+    calls: Sequence[Run],
+    grads: list[list[torch.Tensor | None]],
+    words: Callable[[int, str], str],
+) -> Failure | None:
+    """The first of ``calls`` whose gradients are wrong, as state kept between calls, in
+    ``words(number, summary)``."""
+    for number, (call, got) in enumerate(zip(calls, grads, strict=True), start=1):
         wrong = _mismatch(call, got, call.expected_grads)
         if wrong is not None:
             summary, detail = wrong
-            text = (
-                f"with two calls of the same shape in one graph ({first.case.describe()}; "
-                f"backward runs for call 2 first), {summary} for call {number}, though each "
-                "call on its own is right: keep what backward needs on ctx, not in a cache "
-                "shared by calls (keyed by shape, say)"
-            )
+            text = words(number, summary)
             return Failure(call, text, [detail] if detail else [], _state_mistake(text))
     return None
 
@@ -395,18 +409,16 @@ def _updated_in_place(checked: Checked, run: Run) -> Failure | None:
         [(first, first.upstream), (second, second.upstream)],
         shared=tensors[1:],  # the parameters, passed as the leaves themselves
     )
-    for number, (call, got) in enumerate(zip((first, second), grads, strict=True), start=1):
-        wrong = _mismatch(call, got, call.expected_grads)
-        if wrong is not None:
-            summary, detail = wrong
-            text = (
-                f"on step {number} of two on the very same tensors, their values changed in "
-                f"place in between as an optimizer's step changes them, {summary}, though "
-                "each step alone is right: backward keeps values by the tensor's identity "
-                "(id, a weak reference, data_ptr), and the tensor's values changed"
-            )
-            return Failure(call, text, [detail] if detail else [], _state_mistake(text))
-    return None
+    return _first_wrong_call(
+        (first, second),
+        grads,
+        lambda number, summary: (
+            f"on step {number} of two on the very same tensors, their values changed in "
+            f"place in between as an optimizer's step changes them, {summary}, though "
+            "each step alone is right: backward keeps values by the tensor's identity "
+            "(id, a weak reference, data_ptr), and the tensor's values changed"
+        ),
+    )
 
 
 def _some_outputs(checked: Checked, run: Run) -> Failure | None:
