@@ -162,6 +162,17 @@ def a_number_equal_to_one_over_eps_scaling_no_difference(x: Tensor, g: Tensor) -
     return g * local_slope(s) + 0 * scaled
 
 
+def opposite_epsilons_on_two_freed_views(x: Tensor, g: Tensor) -> Tensor:
+    """``low[0] += eps`` and ``high[-1] -= eps`` on two copies, each through a view
+    freed at once: the second view usually gets the first one's id, which must not
+    make them one tensor perturbed by two steps."""
+    low, high = x.detach().clone(), x.detach().clone()
+    low[0] += 1e-6
+    high[-1] -= 1e-6
+    s = torch.sigmoid(x)
+    return g * local_slope(s) + 0 * (high - low)
+
+
 HONEST: dict[str, Backward] = {
     "a plain formula": honest_formula,
     "a helper function": lambda x, g: g * local_slope(torch.sigmoid(x)),
@@ -187,6 +198,7 @@ HONEST: dict[str, Backward] = {
     "a 0-dim weight equal to 1/eps (data, not a step)": scaled_by_a_weight_equal_to_one_over_eps,
     "dividing by a zero norm plus eps (data, not a step)": divided_by_a_zero_norm_plus_eps,
     "1/eps scaling what is no difference": a_number_equal_to_one_over_eps_scaling_no_difference,
+    "opposite epsilons on two views, the first freed": opposite_epsilons_on_two_freed_views,
 }
 
 
@@ -851,6 +863,30 @@ def element_by_element(x: Tensor, g: Tensor) -> Tensor:
     return g * slope
 
 
+def element_by_element_forward(x: Tensor, g: Tensor) -> Tensor:
+    # One step per element, always +h: only the quotient can show it, and only if
+    # x[i] += h is seen to perturb the copy the index is a view of.
+    slope = torch.empty_like(x)
+    h = 1e-6
+    at_x = torch.sigmoid(x)
+    for i in range(x.numel()):
+        up = x.clone()
+        up[i] += h
+        slope[i] = (torch.sigmoid(up)[i] - at_x[i]) / h
+    return g * slope
+
+
+def element_written_back(x: Tensor, g: Tensor) -> Tensor:
+    slope = torch.empty_like(x)
+    h = 1e-6
+    at_x = torch.sigmoid(x)
+    for i in range(x.numel()):
+        up = x.clone()
+        up[i] = up[i] + h
+        slope[i] = (torch.sigmoid(up)[i] - at_x[i]) / h
+    return g * slope
+
+
 def complex_step(x: Tensor, g: Tensor) -> Tensor:
     h = 1e-20
     return g * torch.sigmoid(torch.complex(x, torch.full_like(x, h))).imag / h
@@ -866,6 +902,8 @@ NUMERIC: dict[str, tuple[Backward, str]] = {
     "forward differences": (forward_differences, "finite differences"),
     "a step kept as a tensor": (forward_differences_with_a_tensor_step, "finite differences"),
     "one element at a time": (element_by_element, "finite differences"),
+    "one element at a time, forward": (element_by_element_forward, "finite differences"),
+    "one element written back": (element_written_back, "finite differences"),
     "the complex step": (complex_step, "complex step"),
 }
 

@@ -326,9 +326,12 @@ class _Bracket:
     seen_tasks: set[int] = field(default_factory=set)
     flagged_ops: set[object] = field(default_factory=set)
     saw_pass: bool = False
-    # Finite differences: the signed steps taken from each tensor (by id), their sizes,
-    # and the perturbed copies made (id -> weak reference).
-    perturbations: dict[int, set[float]] = field(default_factory=dict)
+    # Finite differences: the signed steps taken from each tensor (id -> the tensor's
+    # weak reference and its steps: a freed tensor's id names the next one), their
+    # sizes, and the perturbed copies made (id -> weak reference).
+    perturbations: dict[int, tuple[weakref.ref[torch.Tensor], set[float]]] = field(
+        default_factory=dict
+    )
     steps: set[float] = field(default_factory=set)
     copies: dict[int, weakref.ref[torch.Tensor]] = field(default_factory=dict)
     # What is computed from a perturbed copy, and the differences made with one (id -> ref).
@@ -722,15 +725,18 @@ class DerivationWatch:
             except Exception:  # an odd argument (a fake or meta tensor): not a number
                 return
         if (bracket.copies or bracket.constants) and isinstance(result, torch.Tensor):
-            self._follow(bracket, kind, args, result)  # else nothing to follow yet
+            self._follow(bracket, func, kind, args, result)  # else nothing to follow yet
         if step is not None:
             tensor, h = step
-            taken = bracket.perturbations.setdefault(id(tensor), set())
-            taken.add(h)
+            central = False
+            # x[i] += h perturbs x itself: its base is what the difference is made from.
+            for perturbed in _written(func, args, tensor):
+                central = _take_step(bracket, perturbed, h) or central
             bracket.steps.add(abs(h))
             if isinstance(result, torch.Tensor):
-                bracket.copies[id(result)] = weakref.ref(result)
-            if len(taken) > 1:
+                for copy in _written(func, args, result):
+                    bracket.copies[id(copy)] = weakref.ref(copy)
+            if central:
                 self._finite_differences(
                     bracket, f"evaluates at x + h and x - h around one tensor (h = {abs(h):g})"
                 )
@@ -741,10 +747,15 @@ class DerivationWatch:
 
     @staticmethod
     def _follow(
-        bracket: _Bracket, kind: str | None, args: tuple[Any, ...], result: torch.Tensor
+        bracket: _Bracket,
+        func: torch._ops.OpOverload,
+        kind: str | None,
+        args: tuple[Any, ...],
+        result: torch.Tensor,
     ) -> None:
         """Mark what ``result`` is made of: numbers written in the code (``2 * h``), a
-        perturbed copy (``f(x + h)``), a difference of one (``f(x + h) - f(x)``)."""
+        perturbed copy (``f(x + h)``), a difference of one (``f(x + h) - f(x)``). An op
+        that writes into a view (``up[i] = up[i] + h``) marks the view's base as well."""
         if (
             bracket.constants  # 2 * h needs an h made of a number in this call
             and kind in numeric.ARITHMETIC
@@ -756,13 +767,15 @@ class DerivationWatch:
             return  # no perturbed copy yet in this call: nothing to follow
         tensors = [a for a in args if isinstance(a, torch.Tensor)]
         if any(numeric.held(a, bracket.differences) for a in tensors):
-            bracket.differences[id(result)] = weakref.ref(result)
+            for marked in _written(func, args, result):
+                bracket.differences[id(marked)] = weakref.ref(marked)
         elif any(
             numeric.held(a, bracket.copies) or numeric.held(a, bracket.derived) for a in tensors
         ):
-            bracket.derived[id(result)] = weakref.ref(result)
-            if kind == "sub":
-                bracket.differences[id(result)] = weakref.ref(result)
+            for marked in _written(func, args, result):
+                bracket.derived[id(marked)] = weakref.ref(marked)
+                if kind == "sub":
+                    bracket.differences[id(marked)] = weakref.ref(marked)
 
     def _see_forward_call(self, args: Sequence[Any]) -> None:
         bracket = self._brackets[-1]
@@ -889,6 +902,28 @@ class DerivationWatch:
 
 
 _MISSING = object()
+
+
+def _written(
+    func: torch._ops.OpOverload, args: tuple[Any, ...], tensor: torch.Tensor
+) -> list[torch.Tensor]:
+    """``tensor``, and the base it is a view of when ``func`` writes into ``tensor`` in
+    place (``up[i] += h``, ``up[i] = v``: the write changes ``up``). Inside the dispatch
+    mode a view's base is known once the view is an argument, not yet as a result."""
+    if not numeric.writes_first(func) or not args or args[0] is not tensor:
+        return [tensor]
+    base = tensor._base
+    return [tensor] if base is None else [tensor, base]
+
+
+def _take_step(bracket: _Bracket, tensor: torch.Tensor, h: float) -> bool:
+    """Record that ``tensor`` was perturbed by ``h``; whether it now has two steps."""
+    entry = bracket.perturbations.get(id(tensor))
+    if entry is None or entry[0]() is not tensor:
+        entry = (weakref.ref(tensor), set())
+        bracket.perturbations[id(tensor)] = entry
+    entry[1].add(h)
+    return len(entry[1]) > 1
 
 
 def _held(owner: object, name: Any) -> object:

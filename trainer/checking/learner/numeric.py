@@ -109,6 +109,24 @@ def _kind_of(func: Any) -> str | None:
 
 
 _arithmetic = per_op(_kind_of)
+
+
+def _writes_first(func: Any) -> bool:
+    try:
+        alias = func._schema.arguments[0].alias_info
+    except (AttributeError, IndexError):  # a higher-order op, or no arguments
+        return False
+    return alias is not None and bool(alias.is_write)
+
+
+_writes = per_op(_writes_first)
+
+
+def writes_first(func: Any) -> bool:
+    """Whether ``func`` writes into its first argument (``add_``, ``copy_``)."""
+    return _writes(func)
+
+
 ARITHMETIC = frozenset({"add", "sub", "mul", "div"})
 
 
