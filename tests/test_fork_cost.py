@@ -6,13 +6,14 @@ from __future__ import annotations
 import os
 import socket
 import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import CATALOG, REPO
-from trainer.checking import processes, protocol
+from trainer.checking import processes, protocol, runner
 from trainer.checking.learner import zygote
 from trainer.checking.runner import CheckingService, run_check
 
@@ -138,3 +139,35 @@ def test_a_checker_finds_its_spec_read_by_the_server_and_a_changed_spec_read_ane
     changed = checker.job_exercise(job(edited))
     assert changed is not first
     assert changed.tolerances != first.tolerances
+
+
+def _zygote_children(service: CheckingService) -> list[int]:
+    return processes.children_of(_server_and_zygote(service)[1])
+
+
+def test_a_single_check_makes_no_learner_process_for_a_check_that_will_not_come(monkeypatch):
+    """A spare made while the only check runs takes CPU from it, and time to end after it.
+    Let the zygote make spares whatever the check says (``ahead[0] = spawn.more`` in
+    ``zygote._on_request``) and this test fails."""
+    left: list[list[int]] = []
+
+    class Watched(CheckingService):
+        def close(self, wait: bool = True) -> None:
+            if self._process is not None:
+                left.append(_zygote_children(self))
+            super().close(wait)
+
+    monkeypatch.setattr(runner, "CheckingService", Watched)
+    report = run_check(SIGMOID, GOOD)
+
+    assert report.passed, report.first_failure
+    assert left == [[]]
+
+
+def test_a_service_that_checks_again_has_the_next_learner_process_made_ahead():
+    with CheckingService() as service:
+        assert run_check(SIGMOID, GOOD, service=service).passed
+        deadline = time.monotonic() + 5
+        while not _zygote_children(service) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert _zygote_children(service)

@@ -481,17 +481,17 @@ def test_a_branch_on_tensor_values_in_backward_fails_under_vmap_naming_the_line(
 
 
 def test_the_learners_vector_jacobian_is_torchs_grad_and_stays_differentiable():
-    """In-process: the learner side's shortcut to autograd's engine gives what
+    """In-process: the shortcut to autograd's engine (both sides use it) gives what
     ``torch.autograd.grad`` gives, first and second order, and falls back to it (and
     its words) when an upstream gradient does not fit its output."""
-    from trainer.checking.learner.api_calls import vector_jacobian
+    from trainer.checking.vjp import vector_jacobian
 
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(3, 4, dtype=torch.float64, generator=generator, requires_grad=True)
     w = torch.randn(4, dtype=torch.float64, generator=generator, requires_grad=True)
     upstream = [torch.randn(3, dtype=torch.float64, generator=generator).requires_grad_()]
     outputs = [torch.tanh(x @ w).exp()]
-    got = vector_jacobian(outputs, [x, w], upstream)
+    got = vector_jacobian(outputs, [x, w], upstream, create_graph=True)
     want = torch.autograd.grad(outputs, [x, w], upstream, create_graph=True)
     for g, e in zip(got, want, strict=True):
         assert g is not None and torch.equal(g, e) and g.requires_grad
@@ -501,7 +501,7 @@ def test_the_learners_vector_jacobian_is_torchs_grad_and_stays_differentiable():
     second_want = torch.autograd.grad(want_total, [x, w, *upstream])
     assert all(torch.equal(g, e) for g, e in zip(second_got, second_want, strict=True))
     unused = torch.zeros(2, dtype=torch.float64, requires_grad=True)
-    assert vector_jacobian(outputs, [unused], upstream) == (None,)
+    assert vector_jacobian(outputs, [unused], upstream, allow_unused=True) == (None,)
     with pytest.raises(RuntimeError, match="Mismatch in shape"):
         vector_jacobian(outputs, [x], [torch.ones(4, dtype=torch.float64)])
 
@@ -514,7 +514,7 @@ def test_differentiating_a_backward_twice_does_not_import_sympy_in_the_learners_
     stage); the shortcut never gets there."""
     import torch.autograd
 
-    from trainer.checking.learner.api_calls import vector_jacobian
+    from trainer.checking.vjp import vector_jacobian
 
     def checks_shapes(*args: object, **kwargs: object) -> None:
         raise AssertionError("torch.autograd.grad checked the upstream gradients")
@@ -522,7 +522,7 @@ def test_differentiating_a_backward_twice_does_not_import_sympy_in_the_learners_
     monkeypatch.setattr(torch.autograd, "_make_grads", checks_shapes)
     x = torch.randn(5, dtype=torch.float64, requires_grad=True)
     u = torch.randn(5, dtype=torch.float64, requires_grad=True)
-    (g,) = vector_jacobian([x.sin()], [x], [u])
+    (g,) = vector_jacobian([x.sin()], [x], [u], create_graph=True)
     assert g is not None and torch.allclose(g, x.cos() * u)
     with pytest.raises(AssertionError, match="checked the upstream"):
         torch.autograd.grad(x.sin(), [x], [u])  # the path the shortcut avoids

@@ -10,6 +10,8 @@ otherwise) must fail. What stays visible, and why, is in
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -176,3 +178,43 @@ def test_the_probes_are_not_blind_where_the_checker_is_in_plain_sight(
     exec(compile(HEADER + _probe_function(channel), "probe.py", "exec"), namespace)
     assert namespace["probe"](), channel  # type: ignore[operator]
     assert plan is not None
+
+
+def test_the_zygotes_walk_from_the_modules_finds_every_function_and_class_gc_holds():
+    """The zygote renames what it finds by walking the trainer's modules (a walk of all of
+    gc's objects cost ~50 ms on the way to every first check). In a fresh interpreter
+    with every module of ours imported (more than a zygote has), the walk must find all
+    that gc finds; a kind of place it does not look (a closure, a cached_property, a
+    ctypes array class) fails here. Fresh: a test process that ran the CLI also holds
+    typer's wrappers of our commands, which no zygote ever makes."""
+    script = textwrap.dedent(
+        """
+        import functools, gc, importlib, json, pkgutil, sys, types, warnings, weakref
+        import trainer
+        from trainer.checking.learner import serve
+
+        for module in pkgutil.walk_packages(trainer.__path__, "trainer."):
+            if module.name not in ("trainer.__main__", "trainer.bench"):
+                importlib.import_module(module.name)
+        names = {n for n in sys.modules if n == "trainer" or n.startswith("trainer.")}
+        cached = type(functools.cache(len))
+        in_gc = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for found in gc.get_objects():
+                if type(found) in weakref.ProxyTypes:  # ctypes' cache: the class, renamed
+                    continue
+                kind_of_ours = isinstance(found, (type, types.FunctionType, cached))
+                if kind_of_ours and getattr(found, "__module__", None) in names:
+                    in_gc.append(found)
+        walked = {id(x) for kind in serve._found_from(names) for x in kind}
+        missed = [f"{x.__module__}.{x.__qualname__}" for x in in_gc if id(x) not in walked]
+        print(json.dumps({"in_gc": len(in_gc), "missed": missed}))
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=120
+    )
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["in_gc"] > 1000
+    assert found["missed"] == []

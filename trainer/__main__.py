@@ -1,3 +1,3 @@
-from trainer.launch import main
+from trainer.launch import run
 
-main()
+run()

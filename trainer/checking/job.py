@@ -27,10 +27,12 @@ class Job:
     double_backward: bool = False
     memory_limit_mb: int | None = None
     stop_after_failure: bool = False
-    # Whether the server keeps this exercise's plan for the checks to come (a service
-    # that checks again: watch, grade, validate); a single check's checker works it out
-    # itself, and the server, the largest process, never holds one.
-    keep_plan: bool = True
+    # Whether more checks follow on this server (a service that checks again: watch,
+    # grade, validate). Then the server keeps the exercise's plan for them, and the
+    # zygote makes the next learner process ahead. A single check's checker works its
+    # plan out itself (the server, the largest process, never holds one), and no
+    # process is made for a check that will not come.
+    more_checks: bool = True
     # The stages to run besides load, by id; empty: every stage of the exercise.
     only_stages: list[str] = field(default_factory=list)
     draw_always: bool = False

@@ -17,6 +17,7 @@ import ctypes
 import fcntl
 import functools
 import os
+import select
 import signal
 import stat
 import sys
@@ -147,6 +148,23 @@ def end_strays(keep: Collection[int] = (), rounds: int = 50) -> None:
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)
         time.sleep(0.001)
+
+
+def ended_within(pid: int, seconds: float) -> bool | None:
+    """Whether process ``pid`` ended within ``seconds`` (a zombie counts), told by the
+    kernel the moment it does (a pidfd), not found by polling; None where there are no
+    pidfds (not Linux, a kernel before 5.3)."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    except (AttributeError, OSError):
+        return None
+    try:
+        ready, _, _ = select.select([fd], [], [], max(seconds, 0.0))
+        return bool(ready)
+    finally:
+        os.close(fd)
 
 
 def kill_group(pid: int) -> None:

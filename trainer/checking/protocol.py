@@ -152,6 +152,10 @@ class Spawn(Message):
     memory_limit_mb: int | None = None
     confine: dict[str, Any] | None = None  # host protection's settings (HostLimits.for_job)
     imports: list[str] = field(default_factory=list)  # torch modules its calls will import
+    # More checks may follow (a watch, a class): the zygote makes the next one's process
+    # ahead. False for a service of one check: the spare would only cost CPU while the
+    # check runs, and time to end.
+    more: bool = True
     scratch: str | None = None  # its own folder
     cgroup: str | None = None  # how a memory cgroup caps it, once capped
 

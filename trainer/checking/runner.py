@@ -50,7 +50,7 @@ from trainer.checking.report import (
     StageResult,
     Verdict,
 )
-from trainer.checking.spawn import end_server, spawn_server, take_early
+from trainer.checking.spawn import end_server, meanwhile, spawn_server, take_early
 from trainer.checking.wording import OUTPUT_MARK
 from trainer.errors import TrainerError
 from trainer.spec import Exercise
@@ -144,6 +144,7 @@ class CheckingService:
         self._bug = None
         self.generation += 1
         threading.Thread(target=self._read, args=(ours,), daemon=True).start()
+        meanwhile()  # the CLI's own preparations, while the server imports torch
         with self._changed:
             self._changed.wait_for(lambda: self._ready or self._gone, timeout=self._ready_timeout)
         if not self._ready and self._bug is not None:
@@ -518,7 +519,7 @@ def _check(
         memory_limit_mb=memory_limit_mb,
         stop_after_failure=stop_after_failure,
         only_stages=list(only_stages),
-        keep_plan=service is not None,
+        more_checks=service is not None,
         draw_always=draw_always,
         confine=(limits or HostLimits()).for_job(timeout, _exercise_folders(exercise, solution)),
         token=token,
@@ -629,6 +630,8 @@ def _attempt(
 def _wait_until_gone(pid: int, seconds: float) -> None:
     """Until ``pid`` is gone or a zombie (its parent, the zygote, reaps it)."""
     if pid <= 0:
+        return
+    if processes.ended_within(pid, seconds) is not None:
         return
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:

@@ -210,7 +210,7 @@ def _let_go() -> None:
 def plan_for(job: Job | None) -> Any:
     """The plan the server hands this job's checker: its own kept one when the job asks
     for it (None: the checker works one out)."""
-    return _plan(job) if job is not None and job.keep_plan else None
+    return _plan(job) if job is not None and job.more_checks else None
 
 
 def _plan(job: Job) -> Any:

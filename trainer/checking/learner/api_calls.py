@@ -25,6 +25,7 @@ from trainer.checking import protocol
 from trainer.checking.learner.answers import Answer
 from trainer.checking.learner.derivation import DerivationWatch
 from trainer.checking.learner.loading import learner_error, own_graph
+from trainer.checking.vjp import vector_jacobian
 
 
 class _Server(Protocol):
@@ -71,36 +72,6 @@ def differentiable(
         if isinstance(o, torch.Tensor) and o.is_floating_point()
     ]
     return [o for o, _ in pairs], [u for _, u in pairs]
-
-
-def vector_jacobian(
-    outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor], upstream: Sequence[Any]
-) -> tuple[torch.Tensor | None, ...]:
-    """``torch.autograd.grad(outputs, inputs, upstream, create_graph=True, allow_unused=True)``.
-
-    When every upstream gradient is a tensor of its output's shape and dtype (a right
-    forward's), autograd's engine runs directly: ``torch.autograd.grad`` would only check
-    that, and checking imports sympy on first use (a quarter of a second in every learner
-    process). The learner's backward gets the very same ``grad_output`` tensors either
-    way; otherwise ``torch.autograd.grad`` runs and says what does not match."""
-    engine = getattr(torch.autograd.graph, "_engine_run_backward", None)  # what grad calls
-    plain = len(outputs) == len(upstream) and all(
-        type(o) is torch.Tensor
-        and type(u) is torch.Tensor
-        and o.shape == u.shape
-        and o.dtype == u.dtype
-        and o.device == u.device
-        and o.layout == u.layout == torch.strided
-        for o, u in zip(outputs, upstream, strict=False)
-    )
-    if engine is None or not plain or not outputs or not inputs:
-        return torch.autograd.grad(
-            list(outputs), list(inputs), list(upstream), create_graph=True, allow_unused=True
-        )
-    found = engine(
-        tuple(outputs), tuple(upstream), True, True, tuple(inputs), True, accumulate_grad=False
-    )
-    return tuple(found)
 
 
 # -- shared ----------------------------------------------------------------------------------
@@ -499,7 +470,7 @@ def handle_second_order(server: _Server, request: protocol.SecondOrder) -> proto
     try:
         outputs = answer.own_graph(_as_list(answer.apply(*activations(args))))
         floats, weights = differentiable(outputs, upstream)
-        grads = vector_jacobian(floats, leaves, weights)
+        grads = vector_jacobian(floats, leaves, weights, create_graph=True, allow_unused=True)
     except BaseException as error:  # the learner's code may raise anything
         return protocol.SecondReply(error=_error(server, error, "backward"))
     pairs = [

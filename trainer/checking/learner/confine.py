@@ -112,6 +112,14 @@ def prepare() -> None:
 
 @functools.cache
 def _landlock_abi() -> int:
+    # landlockpy finds libc with ctypes.util.find_library, which runs `ldconfig -p` in a
+    # subprocess (5-10 ms, and a process the zygote need not start): it gets ours.
+    syscalls = getattr(landlockpy, "_syscall", None)
+    if syscalls is not None and getattr(syscalls, "_libc", False) is None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        libc.prctl.restype = ctypes.c_int
+        syscalls._libc = libc
     return landlockpy.abi_version()
 
 

@@ -14,8 +14,10 @@ Before the learner's file runs, :func:`run` makes the process look like a plain
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import dataclasses
 import functools
-import gc
 import os
 import sys
 import time
@@ -42,6 +44,7 @@ from trainer.checking.learner.loading import (
     learner_traceback,
 )
 from trainer.checking.learner.zygote import LearnerTask
+from trainer.checking.vjp import vector_jacobian
 from trainer.checking.wording import describe_exception, foreign_graph
 
 _monotonic = time.monotonic  # kept before any learner code runs
@@ -534,7 +537,7 @@ def _double(
     """d<grads, vector>/d inputs, through the learner's backward (second order)."""
     outputs, upstream = api_calls.differentiable(_outputs(answer, args), upstream)
     inputs = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
-    grads = api_calls.vector_jacobian(outputs, inputs, upstream)
+    grads = vector_jacobian(outputs, inputs, upstream, create_graph=True, allow_unused=True)
     pairs = [
         (g, v) for g, v in zip(grads, vector, strict=True) if g is not None and g.requires_grad
     ]
@@ -570,6 +573,76 @@ def _renamed(code: types.CodeType) -> types.CodeType:
 _RENAMED: list[bool] = []
 
 
+def _found_from(
+    names: set[str],
+) -> tuple[list[type], list[types.FunctionType], list[Any]]:
+    """Every class, function and cache wrapper of the modules ``names``, wherever it is
+    bound: in a module or a class, behind a property, a cache, a static or class method,
+    a partial or a dataclass field, in a container, a closure, a default or an instance
+    of ours, a subclass made at run time, and the array and pointer classes ctypes made
+    of ours (which only ctypes' own caches hold).
+
+    Walked from the modules, not found among all of gc's objects: the zygote's walk of
+    ~250,000 objects took ~50 ms on the way to the first check, and wrote to (so
+    copied) every page of them."""
+    cached = type(functools.cache(len))
+    classes: list[type] = []
+    functions: list[types.FunctionType] = []
+    wrappers: list[Any] = []
+    seen: set[int] = set()
+    pending: list[object] = [vars(sys.modules[n]) for n in names if n in sys.modules]
+    # The classes ctypes makes of ours (``X * 2``, ``POINTER(X)``) no module holds.
+    pending.extend([*ctypes.Array.__subclasses__(), *ctypes._Pointer.__subclasses__()])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        while pending:
+            found = pending.pop()
+            if id(found) in seen:
+                continue
+            seen.add(id(found))
+            if isinstance(found, type):
+                if found.__module__ in names:
+                    classes.append(found)
+                    pending.extend(vars(found).values())
+                    pending.extend(found.__subclasses__())  # made at run time, say
+            elif isinstance(found, types.FunctionType):
+                if found.__module__ in names:
+                    functions.append(found)
+                    pending.extend(found.__defaults__ or ())
+                    pending.extend((found.__kwdefaults__ or {}).values())
+                    pending.extend(_cell_values(found.__closure__ or ()))
+                    pending.extend(vars(found).values())  # __wrapped__, say
+            elif isinstance(found, cached):
+                if getattr(found, "__module__", None) in names:
+                    wrappers.append(found)
+                    pending.append(found.__wrapped__)
+            elif isinstance(found, staticmethod | classmethod):
+                pending.append(found.__func__)
+            elif isinstance(found, functools.cached_property):
+                pending.append(found.func)
+            elif isinstance(found, property):
+                pending.extend((found.fget, found.fset, found.fdel))
+            elif isinstance(found, functools.partial):
+                pending.extend((found.func, *found.args, *found.keywords.values()))
+            elif isinstance(found, dict):
+                pending.extend(found.values())
+            elif isinstance(found, list | tuple | set | frozenset):
+                pending.extend(found)
+            elif isinstance(found, dataclasses.Field):
+                pending.extend((found.default, found.default_factory))
+            elif type(found).__module__ in names:  # an instance of ours: what it holds
+                pending.extend(getattr(found, "__dict__", {}).values())
+    return classes, functions, wrappers
+
+
+def _cell_values(cells: tuple[types.CellType, ...]) -> list[object]:
+    values = []
+    for cell in cells:
+        with contextlib.suppress(ValueError):  # an empty cell
+            values.append(cell.cell_contents)
+    return values
+
+
 def prepare_to_look_plain() -> None:
     """In the zygote, before any learner process: rename every function and class of
     the trainer as :func:`look_plain` describes. The zygote runs on unchanged: only
@@ -577,25 +650,7 @@ def prepare_to_look_plain() -> None:
     if _RENAMED:
         return
     names = {n for n in sys.modules if n == "trainer" or n.startswith("trainer.")}
-    # Every class, function and cache wrapper of ours, wherever it is bound: in a module
-    # or a class, behind a property, a cache or a dataclass's repr, or in a closure made
-    # at import (ctypes makes pointer classes that no module holds). One walk of gc;
-    # reading __module__ of every object would wake torch's deprecations.
-    cached = type(functools.cache(len))
-    classes: list[type] = []
-    functions: list[types.FunctionType] = []
-    wrappers: list[Any] = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for found in gc.get_objects():
-            if isinstance(found, type):
-                if found.__module__ in names:
-                    classes.append(found)
-            elif isinstance(found, types.FunctionType):
-                if found.__module__ in names:
-                    functions.append(found)
-            elif isinstance(found, cached) and getattr(found, "__module__", None) in names:
-                wrappers.append(found)
+    classes, functions, wrappers = _found_from(names)
     for function in functions:
         function.__code__ = _renamed(function.__code__)
         function.__module__ = "__main__"

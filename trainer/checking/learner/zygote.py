@@ -223,12 +223,13 @@ def serve(sock: socket.socket) -> LearnerTask:
     gc.freeze()
     learners: dict[int, _Learner] = {}
     spares: list[_Spare] = []  # at most one: the next check's process, made ahead
+    ahead = [True]  # whether to make it: not once a check said none follows
     requests = 0
     selector = selectors.DefaultSelector()
     selector.register(sock, selectors.EVENT_READ, None)
     try:
         while True:
-            if not spares:
+            if not spares and ahead[0]:
                 made = _make_spare(sock, selector, learners)
                 if isinstance(made, LearnerTask):
                     return made  # in the spare, once its check came
@@ -236,7 +237,7 @@ def serve(sock: socket.socket) -> LearnerTask:
             for key, _ in selector.select(timeout=0.05):
                 try:
                     if key.data is None:
-                        task = _on_request(sock, selector, learners, spares)
+                        task = _on_request(sock, selector, learners, spares, ahead)
                         if task is not None:
                             return task
                         requests += 1
@@ -263,6 +264,7 @@ def _on_request(
     selector: selectors.BaseSelector,
     learners: dict[int, _Learner],
     spares: list[_Spare],
+    ahead: list[bool],
 ) -> LearnerTask | None:
     try:
         header, fds = transport.receive_with_fds(sock, 3)
@@ -277,6 +279,7 @@ def _on_request(
             os.close(fd)
         return None
     control_fd, learner_fd, output_fd = fds
+    ahead[0] = spawn.more  # a later request without a spare makes its own process
     _import_once(spawn.imports)
     spare = _spare_for(spawn, spares)
     pid = _hand_over(spare, spawn, learner_fd, output_fd) if spare is not None else 0

@@ -134,6 +134,7 @@ def run(
         memory_limit_mb=job.memory_limit_mb,
         confine=job.confine,
         imports=sorted({m for stage in stages_to_run for m in stage.learner_imports}),
+        more=job.more_checks,
     )
     if sandbox.pid:
         from trainer.checking import processes

@@ -41,6 +41,7 @@ from trainer.checking.trusted.stages import (
     output_name,
     summarise,
 )
+from trainer.checking.vjp import vector_jacobian
 from trainer.spec import Exercise, TensorParam
 
 # -- shared by the Function API stages -------------------------------------------------------
@@ -76,9 +77,13 @@ def reference_gradients(
         for a, p in zip(args, run.params, strict=True)
     ]
     outputs = evaluate_reference(exercise, live)
-    leaves = [a for a, p in zip(live, run.params, strict=True) if p.name in names]
+    leaves = [
+        a
+        for a, p in zip(live, run.params, strict=True)
+        if p.name in names and isinstance(a, torch.Tensor)
+    ]
     floats, weights = differentiable(outputs, upstream)
-    grads = torch.autograd.grad(floats, leaves, weights, allow_unused=True)  # type: ignore[arg-type]
+    grads = vector_jacobian(floats, leaves, weights, allow_unused=True)
     return {
         name: (g if g is not None else torch.zeros_like(leaf)).detach()
         for name, g, leaf in zip(names, grads, leaves, strict=True)

@@ -104,10 +104,11 @@ class Sandbox:
         memory_limit_mb: int | None = None,
         confine: dict[str, Any] | None = None,
         imports: Sequence[str] = (),
+        more: bool = True,
     ) -> Sandbox:
         """Ask the zygote for a fresh learner process for ``source``. ``imports``: the
         torch modules its calls will import on first use, which the zygote imports
-        once for all its learner processes."""
+        once for all its learner processes; ``more``: whether more checks may follow."""
         control, control_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         calls, calls_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         spawn = protocol.Spawn(
@@ -123,6 +124,7 @@ class Sandbox:
             memory_limit_mb=memory_limit_mb,
             confine=confine,
             imports=list(imports),
+            more=more,
         )
         try:
             transport.send_with_fds(

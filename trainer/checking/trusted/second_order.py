@@ -20,6 +20,7 @@ from trainer.checking.trusted.function_api import decoded_list, float64_runs, mi
 from trainer.checking.trusted.plan import Run, differentiable, evaluate_reference
 from trainer.checking.trusted.proxy import LearnerFault
 from trainer.checking.trusted.stages import Checked, Failure, StageOutcome, summarise
+from trainer.checking.vjp import vector_jacobian
 from trainer.spec import Exercise
 
 _NOT_DIFFERENTIABLE = (
@@ -44,7 +45,7 @@ def _reference_second(
     outputs = evaluate_reference(exercise, live)
     upstream = [u.detach().clone().requires_grad_(u.is_floating_point()) for u in run.upstream]
     floats, weights = differentiable(outputs, upstream)
-    grads = torch.autograd.grad(floats, leaves, weights, create_graph=True, allow_unused=True)
+    grads = vector_jacobian(floats, leaves, weights, create_graph=True, allow_unused=True)
     total = torch.stack(
         [(g * v).sum() for g, v in zip(grads, vector, strict=True) if g is not None]
     ).sum()

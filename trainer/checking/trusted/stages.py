@@ -31,6 +31,7 @@ from trainer.checking.trusted.proxy import (
     Sandbox,
     forward_outputs,
 )
+from trainer.checking.vjp import vector_jacobian
 from trainer.checking.wording import OUTPUT_MARK
 from trainer.spec import Exercise
 from trainer.vocabulary import Stage, selected, stages_for
@@ -200,11 +201,8 @@ def learner_gradients(
     wanting = [a for a, p in zip(args, run.params, strict=True) if p.name in names]
     floats, weights = differentiable(outputs, upstream if upstream is not None else run.upstream)
     try:
-        grads = torch.autograd.grad(
-            floats,
-            [w for w in wanting if isinstance(w, torch.Tensor)],
-            weights,
-            allow_unused=True,
+        grads = vector_jacobian(
+            floats, [w for w in wanting if isinstance(w, torch.Tensor)], weights, allow_unused=True
         )
     except LearnerFault as fault:  # the proxy's backward refuses what autograd would
         return Failure(run, fault.message, fault.details, fault_diagnosis(fault))

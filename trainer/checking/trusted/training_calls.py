@@ -25,6 +25,7 @@ from trainer.checking.trusted.diagnosis import NamedMistake, named
 from trainer.checking.trusted.plan import Run, differentiable, evaluate_reference
 from trainer.checking.trusted.proxy import LearnerFault
 from trainer.checking.trusted.stages import FAIL, PASS, Checked, Failure, StageOutcome
+from trainer.checking.vjp import vector_jacobian
 from trainer.spec import TensorParam
 
 REPEATED_CALLS = 500
@@ -461,9 +462,13 @@ def _reference_grads(
         for a, p in zip(run.args, run.params, strict=True)
     ]
     outputs = evaluate_reference(checked.exercise, live)
-    leaves = [a for a, p in zip(live, run.params, strict=True) if p.name in names]
+    leaves = [
+        a
+        for a, p in zip(live, run.params, strict=True)
+        if p.name in names and isinstance(a, torch.Tensor)
+    ]
     floats, weights = differentiable(outputs, upstream)
-    grads = torch.autograd.grad(floats, leaves, weights, allow_unused=True)  # type: ignore[arg-type]
+    grads = vector_jacobian(floats, leaves, weights, allow_unused=True)
     return {
         name: (g if g is not None else torch.zeros_like(leaf)).detach()
         for name, g, leaf in zip(names, grads, leaves, strict=True)
