@@ -57,6 +57,8 @@ def bootstrap(root: str, control_fd: int, path: Sequence[str] = ()) -> str:
     # bottom of every learner process's stack does not carry it as a constant.
     hexed = __name__.encode().hex()
     return (
+        # The collector off before anything is imported: see main().
+        "import gc\ngc.disable()\n"
         "import sys, importlib\n"
         f"sys.path[0:0] = {[p for p in path if p]!r}\n"
         f"sys.path.insert(0, {root!r})\n"
