@@ -171,3 +171,40 @@ def test_a_service_that_checks_again_has_the_next_learner_process_made_ahead():
         while not _zygote_children(service) and time.monotonic() < deadline:
             time.sleep(0.01)
         assert _zygote_children(service)
+
+
+def test_a_process_that_ended_is_told_at_once_and_a_running_one_is_not():
+    """What replaced Popen.wait(timeout=...)'s polling at every check's end."""
+    import subprocess
+
+    sleeper = subprocess.Popen(["sleep", "30"])
+    try:
+        assert processes.ended_within(sleeper.pid, 0.05) is False
+        sleeper.kill()
+        assert processes.ended_within(sleeper.pid, 5) is True  # a zombie has ended
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    assert processes.ended_within(sleeper.pid, 0.05) in (True, None)  # reaped: gone
+
+
+def test_the_zygote_finds_landlock_without_running_ldconfig(monkeypatch):
+    """landlockpy looks for libc with ctypes.util.find_library, which runs `ldconfig -p`
+    in a subprocess: the zygote hands it ours. Remove that and this test fails."""
+    import ctypes.util
+
+    landlockpy = pytest.importorskip("landlockpy")
+    from trainer.checking.learner import confine
+
+    def no_ldconfig(name: str) -> str | None:
+        raise AssertionError(f"find_library({name!r}) runs ldconfig")
+
+    monkeypatch.setattr(ctypes.util, "find_library", no_ldconfig)
+    monkeypatch.setattr(landlockpy._syscall, "_libc", None)
+    confine._landlock_abi.cache_clear()
+    try:
+        assert confine._landlock_abi() >= 0
+    except OSError:  # a kernel without Landlock: what matters is that no ldconfig ran
+        pass
+    finally:
+        confine._landlock_abi.cache_clear()

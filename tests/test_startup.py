@@ -239,3 +239,47 @@ def test_the_console_script_starts_the_server_before_the_command_line_runs(monke
         launch.main()
         assert seen.pop() is started
         spawn._stop_untaken()
+
+
+def test_what_the_cli_does_while_the_server_gets_ready_runs_before_it_waits(monkeypatch):
+    """The console script has the CLI prepare its drawing (rich) while the server imports
+    torch: the work given to start_early runs once, by the first service, before that
+    service waits for the server. Remove the ``meanwhile()`` call in
+    ``CheckingService._start`` and this test fails."""
+    from trainer.checking import spawn
+    from trainer.checking.runner import CheckingService
+
+    done: list[bool] = []
+    spawn.start_early(meanwhile=lambda: done.append(spawn._EARLY == []))
+    with CheckingService():
+        assert done == [True]  # once, with the early server already taken
+    with CheckingService():
+        assert done == [True]  # not again
+
+
+@pytest.mark.parametrize(
+    ("code", "expected"), [(None, 0), (0, 0), (1, 1), (2, 2), (130, 130), ("stopped", 1)]
+)
+def test_the_console_script_ends_with_the_exit_code_python_would_give(code, expected, capsys):
+    from trainer.launch import _exit_code
+
+    assert _exit_code(code) == expected
+    assert capsys.readouterr().err == ("stopped\n" if isinstance(code, str) else "")
+
+
+def test_the_console_script_flushes_what_it_printed_and_runs_atexit_before_it_ends(tmp_path):
+    """It ends with os._exit (no interpreter teardown): buffered output and atexit's work
+    (the checking server waited for) must not be lost on the way."""
+    script = (
+        "import atexit, sys\n"
+        "import trainer.launch as launch\n"
+        "atexit.register(lambda: print('atexit ran', file=sys.stderr, flush=True))\n"
+        "launch.main = lambda: (print('buffered', end=''), sys.exit(3))\n"
+        "launch.run()\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=SOURCE, check=False
+    )
+    assert result.returncode == 3
+    assert result.stdout == "buffered"
+    assert result.stderr == "atexit ran\n"
