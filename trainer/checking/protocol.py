@@ -217,6 +217,8 @@ class ForwardReply(Reply):
 class BackwardReply(Reply):
     result: object = value()
     modified: list[int] = field(default_factory=list)  # grad_output positions changed in place
+    # forward's inputs and outputs (named) whose values backward changed
+    changed: list[str] = field(default_factory=list)
 
 
 @dataclass

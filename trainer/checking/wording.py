@@ -23,3 +23,13 @@ def describe_exception(error: BaseException) -> str:
 # Starts a line the checker writes into the output stream before each stage,
 # followed by the job's mark (which the learner's process never holds) and the stage.
 OUTPUT_MARK = "\x1etrainer-stage "
+
+
+def changed_words(changed: list[str]) -> str:
+    """What the learner reads when backward changed forward's inputs or outputs (named)."""
+    return (
+        f"backward changed {', '.join(changed)} in place: forward's inputs and outputs "
+        "belong to the caller (a weight the optimizer steps, an activation the next layer "
+        "reads). An in-place op on a saved tensor, or through `.data`, writes into the "
+        "caller's: compute the gradient into new tensors"
+    )

@@ -227,9 +227,5 @@ def _defaulted(forward: Any) -> int:
         return 0
     if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters):
         return -1
-    return sum(
-        1
-        for p in parameters
-        if p.default is not inspect.Parameter.empty
-        and p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    )
+    # Keyword-only ones too: autograd takes a trailing None for each as it does for any.
+    return sum(1 for p in parameters if p.default is not inspect.Parameter.empty)

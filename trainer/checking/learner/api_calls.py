@@ -24,7 +24,7 @@ from torch.autograd.function import FunctionCtx
 from trainer.checking import protocol
 from trainer.checking.learner.answers import Answer
 from trainer.checking.learner.derivation import DerivationWatch
-from trainer.checking.learner.loading import learner_error, own_graph
+from trainer.checking.learner.loading import learner_error, own_graph, torchs
 from trainer.checking.vjp import vector_jacobian
 
 
@@ -80,7 +80,7 @@ def differentiable(
 def _defines(klass: type, name: str) -> bool:
     """``name`` is defined by the learner's class or its own bases, not by torch."""
     for base in klass.__mro__:
-        if base.__module__.startswith("torch"):
+        if torchs(base.__module__):
             return False
         if name in vars(base):
             return True

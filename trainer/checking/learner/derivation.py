@@ -973,7 +973,7 @@ def _learner_staticmethods(cls: type) -> dict[str, Callable[..., Any]]:
     and the methods torch calls by name however they are defined."""
     found: dict[str, Callable[..., Any]] = {}
     for base in cls.__mro__:
-        if base.__module__.startswith("torch") or base is object:
+        if base.__module__ == "torch" or base.__module__.startswith("torch.") or base is object:
             break
         for name, value in vars(base).items():
             if name in found or name.startswith("__"):
@@ -1398,7 +1398,9 @@ def _entry_name() -> str | None:
             public = name
         elif in_torch:
             module = str(frame.f_globals.get("__name__", ""))
-            if module.startswith("torch") and not module.startswith(_PLUMBING):
+            if (module == "torch" or module.startswith("torch.")) and not module.startswith(
+                _PLUMBING
+            ):
                 qualname = getattr(code, "co_qualname", code.co_name).split(".<locals>")[0]
                 fallback = f"{module}.{qualname}"
         frame = frame.f_back

@@ -37,9 +37,20 @@ class Expected:
 
 
 def module_name(path: Path) -> str:
-    """The name ``import <stem>`` would give the file, as in a plain program."""
+    """The name ``import <stem>`` would give the file, as in a plain program; "solution"
+    when that name is no identifier or names a module already imported, other than this
+    file's own (a file called torch.py or copy.py must not stand in for the real one)."""
     stem = path.stem
-    return stem if stem.isidentifier() else "solution"
+    taken = sys.modules.get(stem)
+    mine = taken is None or getattr(taken, "__file__", None) == str(path)  # a fresh copy
+    return stem if stem.isidentifier() and mine else "solution"
+
+
+def torchs(module: object) -> bool:
+    """Whether a ``__module__`` is torch's own: ``torch`` or below it, not a learner's
+    module whose name merely starts with the word (``torch_relu``)."""
+    name = str(module)
+    return name == "torch" or name.startswith("torch.")
 
 
 class LearnerProblem(Exception):
@@ -248,7 +259,7 @@ _NODE_CLASS_NAMES = _node_class_names()
 def _user_attribute(klass: type, name: str) -> Any:
     """``name`` as defined by the learner's class or its own bases, not by torch."""
     for base in klass.__mro__:
-        if base.__module__.startswith("torch"):
+        if torchs(base.__module__):
             return None
         if name in vars(base):
             return vars(base)[name]

@@ -56,7 +56,8 @@ class _Server:
         self.source = source
         self.path = path
         self.answer: Answer | None = None  # what the file defines, once loaded
-        self.handles: dict[int, tuple[object, Any]] = {}  # handle -> (outputs, ctx)
+        # handle -> (outputs, ctx, forward's arguments)
+        self.handles: dict[int, tuple[object, Any, list[Any]]] = {}
         self.next_handle = 0
         self.guard = NamespaceGuard.for_torch(guard.guarded_classes())
         self.protection_level: dict[str, Any] | None = None  # host protection, before load
@@ -151,7 +152,7 @@ class _Server:
                 reply.foreign_graph = True
             elif request.keep:
                 self.next_handle += 1
-                self.handles[self.next_handle] = (result, ctx)
+                self.handles[self.next_handle] = (result, ctx, called)
                 reply.handle = self.next_handle
                 reply.advice = _advice(ctx)
         return reply
@@ -252,11 +253,15 @@ class _Server:
             return protocol.BackwardReply(
                 error=protocol.LearnerError("no forward call to take the backward of")
             )
-        _, ctx = stored
+        result, ctx, called = stored
         grads = protocol.listed(request.grads)
         if request.device != "cpu":
             grads = [g.to(request.device) if isinstance(g, torch.Tensor) else g for g in grads]
         before = [g.clone() if isinstance(g, torch.Tensor) else None for g in grads]
+        # What the caller holds: forward's inputs and outputs, which backward must leave
+        # as they are (an in-place op through `.data` moves no version counter).
+        outputs = list(result) if isinstance(result, tuple | list) else [result]
+        held = _held_tensors(called, outputs, self.exercise.param_names)
         if not answer.owns(ctx):  # changed since forward returned
             return protocol.BackwardReply(error=protocol.LearnerError(foreign_graph(answer.name)))
         try:
@@ -270,7 +275,8 @@ class _Server:
             for i, (g, b) in enumerate(zip(grads, before, strict=True))
             if isinstance(g, torch.Tensor) and b is not None and not torch.equal(g, b)
         ]
-        return protocol.BackwardReply(result=result, modified=modified)
+        changed = [name for name, tensor, copy in held if not _same_values(tensor, copy)]
+        return protocol.BackwardReply(result=result, modified=modified, changed=changed)
 
     def mark_dirty(self, request: protocol.MarkDirty) -> protocol.MarkDirtyReply:
         return api_calls.handle_mark_dirty(self, request)
@@ -325,6 +331,37 @@ def _changed_inputs(
         for index, tensor, version in versions
         if version is not None and _version(tensor) != version and _memory(tensor) not in returned
     ]
+
+
+def _held_tensors(
+    called: list[Any], outputs: list[Any], names: tuple[str, ...]
+) -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """Forward's tensor inputs and outputs, named, each with a copy of its values now."""
+    named = [
+        (f"`{names[i]}`" if i < len(names) else f"argument {i + 1}", a)
+        for i, a in enumerate(called)
+    ]
+    named += [
+        (f"forward's output{f' {i + 1}' if len(outputs) > 1 else ''}", o)
+        for i, o in enumerate(outputs)
+    ]
+    with torch.no_grad():
+        return [(n, t, t.detach().clone()) for n, t in named if isinstance(t, torch.Tensor)]
+
+
+def _same_values(tensor: torch.Tensor, copy: torch.Tensor) -> bool:
+    """Whether ``tensor`` still holds ``copy``'s values (NaN where NaN was)."""
+    with torch.no_grad():
+        now = tensor.detach()
+        if now.shape != copy.shape or now.dtype != copy.dtype:
+            return False
+        if torch.equal(now, copy):
+            return True
+        return (
+            bool(((now == copy) | (now.isnan() & copy.isnan())).all())
+            if now.is_floating_point()
+            else False
+        )
 
 
 def _version(tensor: torch.Tensor) -> int | None:

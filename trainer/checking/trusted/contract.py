@@ -31,6 +31,7 @@ from trainer.checking.trusted.stages import (
     learner_gradients,
     summarise,
 )
+from trainer.checking.wording import changed_words
 from trainer.spec import ScalarParam, TensorParam
 
 
@@ -108,6 +109,9 @@ def _raw_return(checked: Checked, run: Run, notes: set[str]) -> Failure | None:
                 "its float64 values are all float32 numbers. Keep grad_output's dtype "
                 "(multiply by a bool mask, or use mask.to(grad_output.dtype))"
             )
+    if back.changed:
+        text = changed_words(back.changed)
+        return Failure(run, text, diagnosis=named("changes_caller_tensors", text, back.changed[0]))
     if back.modified:
         return Failure(
             run,

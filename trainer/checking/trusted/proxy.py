@@ -23,7 +23,7 @@ from trainer.checking import processes, protocol, transport
 from trainer.checking.protocol import R
 from trainer.checking.trusted.compare import describe_value
 from trainer.checking.trusted.returned import Input, refusal
-from trainer.checking.wording import foreign_graph
+from trainer.checking.wording import changed_words, foreign_graph
 from trainer.spec import Exercise
 
 
@@ -341,7 +341,10 @@ def proxy_function(sandbox: Sandbox, exercise: Exercise) -> type[torch.autograd.
         return outputs[0] if exercise.outputs == 1 else outputs
 
     def backward(ctx: Any, *grads: torch.Tensor) -> object:
-        result = sandbox.backward(ctx.handle, grads).result
+        back = sandbox.backward(ctx.handle, grads)
+        result = back.result
+        if back.changed:  # the caller's tensors: on any input, in any stage
+            raise LearnerFault(changed_words(back.changed), mistake="changes_caller_tensors")
         # What torch's engine would refuse, refused first in the learner's terms.
         found = refusal(result, ctx.inputs, ctx.needs_input_grad, names)
         if found is not None:

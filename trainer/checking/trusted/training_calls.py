@@ -22,7 +22,7 @@ import torch
 from trainer.checking import protocol
 from trainer.checking.trusted.compare import compare_tensor
 from trainer.checking.trusted.diagnosis import NamedMistake, named
-from trainer.checking.trusted.plan import Run, differentiable, evaluate_reference
+from trainer.checking.trusted.plan import SMALL, Run, differentiable, evaluate_reference
 from trainer.checking.trusted.proxy import LearnerFault
 from trainer.checking.trusted.stages import FAIL, PASS, Checked, Failure, StageOutcome
 from trainer.checking.vjp import vector_jacobian
@@ -246,6 +246,43 @@ def _one_graph_same_shape(checked: Checked, run: Run) -> Failure | None:
             "shared by calls (keyed by shape, say)"
         ),
     )
+
+
+LIVE_CALLS = 16  # calls alive in one graph at once, as a network's layers are
+
+
+def _many_in_one_graph(checked: Checked, run: Run) -> Failure | None:
+    """Many calls in one graph, each with values of its own, then one backward pass: a
+    network's layers. A backward that keeps what it needs outside ctx, in a table of
+    the last few calls, finds it gone for the earlier calls (two in one graph fit a
+    table of two)."""
+    small = [r for r in checked.plan.runs if r.dtype == torch.float64 and r.numel <= SMALL]
+    pool = [*checked.plan.state_runs, *small, *checked.plan.sibling_runs]
+    calls = list({id(r): r for r in pool}.values())[:LIVE_CALLS]
+    if len(calls) < 3:
+        return None
+    grads = _train(checked, "one_graph", [(r, r.upstream) for r in calls])
+    for number, (call, got) in enumerate(zip(calls, grads, strict=True), start=1):
+        wrong = _mismatch(call, got, call.expected_grads)
+        if wrong is None:
+            continue
+        summary, detail = wrong
+        if _wrong_on_its_own(checked, call):
+            text = (
+                f"for call {number} of {len(calls)} in one graph ({call.case.describe()}), "
+                f"{summary}, and a fresh copy of your file called with the same inputs alone "
+                "is wrong too: the gradient is wrong for such inputs (not state kept "
+                "between calls)"
+            )
+            return Failure(call, text, [detail] if detail else [])
+        text = (
+            f"with {len(calls)} calls alive in one graph (as a network's layers; one "
+            f"backward pass for all), {summary} for call {number}, though each call on "
+            "its own is right: keep what backward needs on ctx, not in a table of recent "
+            "calls, on the class or in a global"
+        )
+        return Failure(call, text, [detail] if detail else [], _state_mistake(text))
+    return None
 
 
 def _first_wrong_call(
@@ -493,6 +530,11 @@ _SCENARIOS: tuple[tuple[Callable[[Checked, Run], Failure | None], str, str], ...
         "state_outside_ctx",
     ),
     (
+        _many_in_one_graph,
+        f"with up to {LIVE_CALLS} calls alive in one graph",
+        "state_outside_ctx",
+    ),
+    (
         _shared_parameter,
         "with one parameter shared by two calls in one graph",
         "state_outside_ctx",
@@ -532,7 +574,8 @@ def training_calls_stage(checked: Checked) -> StageOutcome:
             break
     success = (
         f"{REPEATED_CALLS} calls in a row with fresh values, two calls in one graph (of "
-        "other shapes and of the same shape), a parameter shared by two calls, a retained "
+        f"other shapes and of the same shape) and up to {LIVE_CALLS}, a parameter shared "
+        "by two calls, a retained "
         "graph, accumulated gradients and tensors updated in place between steps all give "
         "the reference gradients"
         + (", and so do losses that use some outputs only" if checked.exercise.outputs > 1 else "")
