@@ -222,3 +222,118 @@ def test_a_backward_that_clamps_the_callers_input_in_place_fails_where_it_change
     assert stage == "stability"
     assert mistake == "changes_caller_tensors"
     assert "backward changed `x` in place" in message
+
+
+BLINDS_THE_WATCH = """
+    import gc
+    import torch
+
+
+    def blind():
+        for found in gc.get_objects():
+            if type(found).__name__ == "DerivationWatch":
+                {how}
+
+
+    class MySigmoid(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            blind()
+            ctx.save_for_backward(x)
+            return torch.sigmoid(x)
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            (x,) = ctx.saved_tensors
+            _, vjp = torch.func.vjp(torch.sigmoid, x)
+            return vjp(grad_output)[0]
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "words"),
+    [
+        ("found._add = lambda *a, **k: None", "attribute '_add' is read-only"),
+        ("type(found)._add = lambda *a, **k: None", "_add"),
+    ],
+    ids=["on the watch", "on its class"],
+)
+def test_a_file_that_finds_the_derivation_watch_and_blinds_it_fails(service, tmp_path, how, words):
+    """The watch shares the learner's process, where gc finds it. A method put on the
+    watch itself cannot be (it has no instance dict: remove ``__slots__`` from
+    DerivationWatch and the first file passes); one put on its class is a patch the
+    guard names (remove ``guard.also_guard(...)`` and the second passes)."""
+    source = BLINDS_THE_WATCH.replace("{how}", how)
+    report = check(service, tmp_path, "sigmoid", source)
+    assert not report.passed
+    failed = report.first_failure
+    assert failed is not None and words in failed.message + " ".join(failed.details)
+
+
+UNDER_A_SWITCH = """
+    import torch
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    PYTHON_KEYS = torch._C.DispatchKeySet(torch._C.DispatchKey.Python) | torch._C.DispatchKeySet(
+        torch._C.DispatchKey.PythonTLSSnapshot
+    )
+
+
+    class MySigmoid(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            y = torch.sigmoid(x)
+            ctx.save_for_backward(y)
+            return y
+
+        @staticmethod
+        def backward(ctx, grad_output):
+            (y,) = ctx.saved_tensors
+            with {switch}:
+                return torch.ops.aten.sigmoid_backward(grad_output, y)
+"""
+
+
+@pytest.mark.parametrize(
+    ("switch", "named"),
+    [
+        ("torch._C._DisableTorchDispatch()", "torch._C._DisableTorchDispatch"),
+        ("torch._C._ExcludeDispatchKeyGuard(PYTHON_KEYS)", "torch._C._ExcludeDispatchKeyGuard"),
+        ("_disable_current_modes()", "torch.utils._python_dispatch._disable_current_modes"),
+    ],
+)
+def test_torchs_backward_kernel_run_under_a_switch_that_hides_it_fails_by_hand(
+    service, tmp_path, switch, named
+):
+    """Under one of torch's switches an op reaches its kernel past the watch's dispatch
+    mode, which stays on its stack. The zygote puts a reporting wrapper in place of each
+    switch (even ``from ... import``, made before); remove
+    ``derivation.watch_mode_switches`` and these files pass."""
+    source = UNDER_A_SWITCH.replace("{switch}", switch)
+    stage, message, _ = first_failure(check(service, tmp_path, "sigmoid", source))
+    assert stage == "by_hand"
+    assert f"switches off the check of how the gradient is derived ({named})" in message
+
+
+def test_printing_tensors_in_backward_is_no_switch_of_the_learners(service, tmp_path):
+    """torch's own code uses the switches (a tensor's repr does): not reported."""
+    source = """
+        import torch
+
+
+        class MySigmoid(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                y = torch.sigmoid(x)
+                print(y, repr(x), f"{y.sum():.3f}")
+                ctx.save_for_backward(y)
+                return y
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                (y,) = ctx.saved_tensors
+                grad = grad_output * y * (1 - y)
+                print("grad", grad, torch.nn.Parameter(grad.detach().clone()))
+                return grad
+    """
+    passes(check(service, tmp_path, "sigmoid", source))

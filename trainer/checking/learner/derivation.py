@@ -185,7 +185,7 @@ from torch.utils._python_dispatch import (
     _push_mode,
 )
 
-from trainer.checking.learner import numeric
+from trainer.checking.learner import guard, numeric
 
 Kind = Literal[
     "engine",
@@ -245,6 +245,9 @@ _PLUMBING = (
 # Directories as code objects name their files (not resolved: same spelling).
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _STDLIB_DIR = os.path.dirname(functools.__file__) + os.sep
+# torch's Python formulas live here, in modules loaded before the learner's file or by it
+# (torch._decomp.decompositions_for_jvp, say): a frame of a formula there counts as one.
+_DECOMP_DIR = os.path.join(_TORCH_DIR, "_decomp") + os.sep
 _GRAD_FN_GETTERS = tuple(
     torch._C.TensorBase.__dict__[name]
     for name in ("grad_fn", "_grad_fn")
@@ -288,11 +291,19 @@ def explain(findings: Sequence[DerivationFinding]) -> tuple[str, list[str]]:
         verb = f"{how} instead of deriving it by hand"
     else:
         verb = "lets torch work out the gradient instead of deriving it"
-    message = (
-        f"{methods} {verb}: it uses {calls}. "
-        "The exercise is to derive the gradient yourself and write it with ordinary "
-        "tensor operations."
-    )
+    if kinds == {"tamper"}:  # the watch itself taken out of play: what it could not see
+        message = (
+            f"{methods} switches off the check of how the gradient is derived "
+            f"({', '.join(dict.fromkeys(_how_switched(f.detail) for f in findings))}): "
+            "what runs under it could be torch's own gradient. The exercise is to derive the "
+            "gradient yourself and write it with ordinary tensor operations."
+        )
+    else:
+        message = (
+            f"{methods} {verb}: it uses {calls}. "
+            "The exercise is to derive the gradient yourself and write it with ordinary "
+            "tensor operations."
+        )
     details = [f"{f.call} (in {_where(f.method)}): {f.detail}" for f in findings]
     details.append(
         "Not allowed in your file (its import and every method of the Function): "
@@ -304,6 +315,16 @@ def explain(findings: Sequence[DerivationFinding]) -> tuple[str, list[str]]:
         "Function with autograd when the file is imported."
     )
     return message, details
+
+
+def _how_switched(detail: str) -> str:
+    """The switch a tamper finding names (``... switched off with torch._C.X``), or what
+    happened to the watch."""
+    return (
+        detail.split(" with ", 1)[1]
+        if " with " in detail
+        else detail.removeprefix("the watch on your code ")
+    )
 
 
 @dataclass
@@ -355,6 +376,29 @@ class DerivationWatch:
     (and reports) a mode or wrapper the learner's code removed. Findings
     accumulate until the process ends.
     """
+
+    # No instance dict: the learner's code, which shares this process, cannot put a
+    # function of its own in place of a method on the one watch (``watch._add = ...``);
+    # one put on the class is a patch the guard finds (see ``watch_classes``).
+    __slots__ = (
+        "_brackets",
+        "_checkers_levels",
+        "_classes",
+        "_custom_ops",
+        "_findings",
+        "_installed",
+        "_ops",
+        "_passes_seen",
+        "_probe_ids",
+        "_probes",
+        "_probing",
+        "_reads",
+        "_scope",
+        "_started",
+        "_used",
+        "calls",
+        "function",
+    )
 
     def __init__(self, function: type[torch.autograd.Function] | None = None) -> None:
         self.function = function
@@ -408,9 +452,13 @@ class DerivationWatch:
     def start(self) -> None:
         """From now on, the outermost watched call (or the import) pushes the two modes
         and takes them off when it ends: ops and torch functions outside the learner's
-        code, the checker's own, pass no Python mode and cost nothing more."""
+        code, the checker's own, pass no Python mode and cost nothing more. Any of
+        torch's switches that turn the modes off, used by the learner's code, is
+        reported (see :func:`watch_mode_switches`)."""
         self._used = True
         self._started = True
+        if self not in _WATCHES:
+            _WATCHES.append(self)
 
     def stop(self) -> None:
         try:
@@ -1235,9 +1283,7 @@ def find_torch_formulas() -> None:
     for function in functions:
         for _ in range(8):  # each decorator's __wrapped__, down to the formula
             code = getattr(function, "__code__", None)
-            if isinstance(code, types.CodeType) and (
-                "backward" in code.co_name or "jvp" in code.co_name
-            ):
+            if isinstance(code, types.CodeType) and _formula_name(code.co_name):
                 found[code] = f"torch._decomp's {code.co_name}"
             function = getattr(function, "__wrapped__", None)
             if function is None:
@@ -1271,8 +1317,15 @@ def _torch_formula_on_stack() -> str | None:
         filename = code.co_filename
         if filename != ours and not filename.startswith(prefixes):
             return None  # the learner's code
+        if filename.startswith(_DECOMP_DIR) and _formula_name(code.co_name):
+            return f"torch._decomp's {code.co_name}"  # a module loaded after the zygote's look
         frame = frame.f_back
     return None
+
+
+def _formula_name(name: str) -> bool:
+    """Whether a function of torch._decomp is named as a gradient formula is."""
+    return "backward" in name or "jvp" in name
 
 
 # What the walk compares frames with, once known: the watch's file, torch's and the
@@ -1459,3 +1512,77 @@ def _measure() -> None:  # pragma: no cover - a measurement, run by hand
 
 if __name__ == "__main__":  # pragma: no cover
     _measure()
+
+
+# What the learner's process runs the watch with, patched, would blind it: the guard
+# keeps these classes' namespaces as it keeps torch's, and names a replaced method.
+guard.also_guard(DerivationWatch, _Bracket, _OpWatch, _CompiledOpWatch, _FunctionWatch)
+
+
+# torch's switches that take a Python mode out of play for a block: under one, an op
+# reaches its kernel unseen (a backward kernel, forward-mode AD) while the watch's
+# modes still sit on their stacks, so no tampering shows at the call's end. Used by
+# the learner's code, each is a finding of its own; torch's own uses (printing a
+# tensor, say) and ours are not.
+_MODE_SWITCHES = (
+    ("torch._C", "_DisableTorchDispatch"),
+    ("torch._C", "DisableTorchFunction"),
+    ("torch._C", "DisableTorchFunctionSubclass"),
+    ("torch._C", "_ExcludeDispatchKeyGuard"),
+    ("torch._C", "_ForceDispatchKeyGuard"),
+    ("torch._C", "_unset_dispatch_mode"),
+    ("torch._C", "_pop_torch_dispatch_stack"),
+    ("torch._C", "_pop_torch_function_stack"),
+    ("torch.utils._python_dispatch", "_disable_current_modes"),
+    ("torch.utils._python_dispatch", "_pop_mode"),
+    ("torch.utils._python_dispatch", "_pop_mode_temporarily"),
+    ("torch.overrides", "_pop_mode"),
+    ("torch.overrides", "_pop_mode_temporarily"),
+)
+_WATCHES: list[DerivationWatch] = []  # the process's watches, once started
+_OUR_CODES: set[int] = set()  # ids of our code objects (kept alive by their functions)
+
+
+def watch_mode_switches(our_functions: Sequence[types.FunctionType]) -> None:
+    """In the zygote, before the guard's snapshot: put a reporting wrapper in place of
+    each mode switch, wherever a torch module binds it (``from torch._C import ...``
+    made copies). ``our_functions``: the trainer's, whose calls are not reported."""
+    for function in our_functions:
+        _add_code_ids(function.__code__)
+    replaced: dict[int, object] = {}
+    for module_name, name in _MODE_SWITCHES:
+        module = sys.modules.get(module_name)
+        original = getattr(module, name, None)
+        if original is None or id(original) in replaced:
+            continue
+        replaced[id(original)] = _reported(original, f"{module_name}.{name}")
+    for module_name, module in list(sys.modules.items()):
+        if module is None or not (module_name == "torch" or module_name.startswith("torch.")):
+            continue
+        namespace = vars(module)
+        for key, value in list(namespace.items()):
+            wrapper = replaced.get(id(value))
+            if wrapper is not None:
+                namespace[key] = wrapper
+
+
+def _add_code_ids(code: types.CodeType) -> None:
+    _OUR_CODES.add(id(code))
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            _add_code_ids(const)
+
+
+def _reported(original: Any, public: str) -> Callable[..., Any]:
+    def switch(*args: Any, **kwargs: Any) -> Any:
+        caller = sys._getframe(1).f_code
+        if (
+            _WATCHES
+            and id(caller) not in _OUR_CODES
+            and not caller.co_filename.startswith((_TORCH_DIR, _STDLIB_DIR))
+        ):
+            for watch in _WATCHES:
+                watch._tamper(f"was switched off with {public}")
+        return original(*args, **kwargs)
+
+    return switch

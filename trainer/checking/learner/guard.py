@@ -235,10 +235,25 @@ def prepare(classes: list[type]) -> None:
 
 def guarded_classes() -> list[type]:
     """The classes whose namespaces the guard keeps: BackwardCFunction's ``apply`` is
-    what calls the recorded Function's backward."""
+    what calls the recorded Function's backward; and the classes of ours registered with
+    :func:`also_guard` (the derivation watch's, whose methods a submission that found
+    them could otherwise replace)."""
     import torch
 
-    return [torch.Tensor, torch.autograd.Function, torch.autograd.function.BackwardCFunction]
+    return [
+        torch.Tensor,
+        torch.autograd.Function,
+        torch.autograd.function.BackwardCFunction,
+        *_ALSO,
+    ]
+
+
+_ALSO: list[type] = []
+
+
+def also_guard(*classes: type) -> None:
+    """Keep these classes' namespaces too (registered once, at their module's import)."""
+    _ALSO.extend(c for c in classes if c not in _ALSO)
 
 
 def _untouched(saved: dict[str, object], current: Mapping[str, object]) -> bool:

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from trainer.checking import protocol, transport
-from trainer.checking.learner import api_calls, guard
+from trainer.checking.learner import api_calls, derivation, guard
 from trainer.checking.learner.answers import Answer, find_answer, fresh_copy
 from trainer.checking.learner.derivation import DerivationWatch
 from trainer.checking.learner.derivation import explain as explain_derivation
@@ -699,6 +699,8 @@ def prepare_to_look_plain() -> None:
         klass.__module__ = "__main__"
     _RENAMED.append(True)
     _OURS[:] = [guard.dict_version(sys.modules), sorted(names)]
+    # torch's mode switches report the learner's use, not ours (renamed code included).
+    derivation.watch_mode_switches(functions)
 
 
 # sys.modules's version tag (guard.dict_version) when the zygote listed the trainer's
