@@ -1008,3 +1008,50 @@ def test_hold_puts_back_a_wrapper_the_learner_removed_and_reports_it() -> None:
     finally:
         watch.stop()
     assert _get_current_dispatch_mode_stack() == []
+
+
+def slope_function(slope: Callable[[Tensor], Tensor]) -> FunctionClass:
+    """A sigmoid Function whose forward works out the slope (``slope(x)``) and saves it."""
+
+    class Sigmoid(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx: Any, x: Tensor) -> Tensor:
+            ctx.save_for_backward(slope(x))
+            return torch.sigmoid(x)
+
+        @staticmethod
+        def backward(ctx: Any, grad_output: Tensor) -> Tensor:
+            saved: Tensor = ctx.saved_tensors[0]
+            return grad_output * saved
+
+    return Sigmoid
+
+
+def stepped_by_a_complex_number(x: Tensor) -> Tensor:
+    return torch.sigmoid(x.to(torch.complex128) + 1e-30j).imag * 1e30
+
+
+def stepped_by_torch_complex(x: Tensor) -> Tensor:
+    return torch.sigmoid(torch.complex(x, torch.full_like(x, 1e-30))).imag * 1e30
+
+
+@pytest.mark.parametrize(
+    "slope",
+    [stepped_by_a_complex_number, stepped_by_torch_complex],
+    ids=["x + 1e-30j", "complex()"],
+)
+def test_the_complex_step_taken_in_forward_and_saved_for_backward_is_flagged(slope):
+    """Complex arithmetic is allowed in forward (an FFT), but not a small imaginary step
+    off the real line. Drop ``numeric.imaginary_step`` and these pass unseen."""
+    findings = run(slope_function(slope), "engine")
+    assert calls(findings) == [("numeric", "complex step")]
+    assert findings[0].method == "forward"
+
+
+def test_complex_arithmetic_in_forward_without_a_step_is_not_flagged():
+    def through_an_fft(x: Tensor) -> Tensor:
+        same = torch.fft.irfft(torch.fft.rfft(x), n=x.numel())  # x, through the frequencies
+        s = torch.sigmoid(same)
+        return s * (1 - s)
+
+    assert run(slope_function(through_an_fft), "engine") == []

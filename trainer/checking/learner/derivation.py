@@ -758,6 +758,20 @@ class DerivationWatch:
                 bracket,
             )
         kind = numeric.arithmetic_kind(func)  # once per op: asked of every op
+        if (
+            bracket.real
+            and "complex" not in bracket.flagged_ops
+            and numeric.is_complex_result(result)
+            and numeric.imaginary_step(func, args, kind)
+        ):
+            bracket.flagged_ops.add("complex")
+            self._add(
+                "numeric",
+                "complex step",
+                "adds a small imaginary step to a real tensor (x + ih): imag(f(x + ih)) / h "
+                "approximates the derivative numerically",
+                bracket,
+            )
         if kind == "constant":
             if isinstance(result, torch.Tensor) and result.dim() == 0:
                 bracket.constants[id(result)] = weakref.ref(result)

@@ -230,6 +230,31 @@ def is_number(value: object, constants: dict[int, Any]) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+def imaginary_step(func: Any, args: tuple[Any, ...], kind: str | None) -> bool:
+    """Whether ``func(*args)`` adds a small imaginary step to a tensor (``x + 1e-30j``,
+    ``torch.complex(x, full_like(x, h))``): the complex step's first move, in any method
+    (``forward`` may use complex arithmetic, an FFT, but not to step off the real line)."""
+    if kind in ("add", "sub") and len(args) >= 2:
+        for value in args[:2]:
+            if isinstance(value, complex) and value.real == 0 and 0 < abs(value.imag) <= MAX_STEP:
+                return True
+        return False
+    if getattr(func, "_overloadname", None) == "default" and _name_of(func) == "complex":
+        imag = args[1] if len(args) > 1 else None
+        if isinstance(imag, torch.Tensor) and imag.numel() and imag.is_floating_point():
+            with torch._C._DisableTorchDispatch():
+                first = imag.reshape(-1)[0]
+                return bool(0 < abs(float(first)) <= MAX_STEP and bool((imag == first).all()))
+    return False
+
+
+def _name_of(func: Any) -> str:
+    try:
+        return str(func._schema.name.split("::")[-1])
+    except AttributeError:
+        return ""
+
+
 def is_complex_result(result: object) -> bool:
     if isinstance(result, torch.Tensor):
         return result.is_complex()
