@@ -337,31 +337,3 @@ def test_printing_tensors_in_backward_is_no_switch_of_the_learners(service, tmp_
                 return grad
     """
     passes(check(service, tmp_path, "sigmoid", source))
-
-
-def test_an_element_wise_backward_wrong_for_a_0_dim_input_fails_saying_so(service, tmp_path):
-    """An element-wise op takes a single number as it takes any shape; a backward that
-    flattens with ``reshape(-1)`` and sums a first dimension, say, is wrong there. The
-    plan's 0-dim runs (``_zero_dim``) find it: remove them and this file passes."""
-    source = """
-        import torch
-
-
-        class MySigmoid(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, x):
-                y = torch.sigmoid(x)
-                ctx.save_for_backward(y)
-                return y
-
-            @staticmethod
-            def backward(ctx, grad_output):
-                (y,) = ctx.saved_tensors
-                slope = y * (1 - y)
-                if y.dim() == 0:  # "a scalar has no slope to speak of"
-                    slope = y
-                return grad_output * slope
-    """
-    stage, message, _ = first_failure(check(service, tmp_path, "sigmoid", source))
-    assert stage == "stability"
-    assert "a 0-dim input included" in message

@@ -359,13 +359,6 @@ def build_plan(exercise: Exercise, seed: int) -> Plan:
         for _ in range(STATE_VALUE_SETS)
     )
     sibling_runs = _sibling_runs(exercise, generator)  # last: the runs above stay as they were
-    if elementwise:  # after them: every run above keeps its values
-        domain_runs += tuple(
-            d
-            for case in _zero_dim(exercise, exercise.cases[0])
-            for dtype in DTYPES
-            for d in _domain_run(exercise, case, dtype, generator)
-        )
     return Plan(
         elementwise=elementwise,
         picture_run=_picture_run(exercise, generator) if elementwise else None,
@@ -379,18 +372,6 @@ def build_plan(exercise: Exercise, seed: int) -> Plan:
             _stability_run(exercise, index, generator) for index in range(len(exercise.stability))
         ),
     )
-
-
-def _zero_dim(exercise: Exercise, case: Case) -> list[Case]:
-    """``case`` with every tensor 0-dim: an element-wise op takes a single number as it
-    takes any shape (a loss, a learning rate, one weight), and a backward that indexes,
-    views or sums over a first dimension breaks there. None when the tensors differ in
-    shape (not element-wise in all of them)."""
-    shapes = {case.values[p.name] for p in exercise.parameters if isinstance(p, TensorParam)}
-    if len(shapes) != 1:
-        return []
-    tensors = {p.name for p in exercise.parameters if isinstance(p, TensorParam)}
-    return [Case(values={k: () if k in tensors else v for k, v in case.values.items()})]
 
 
 SIBLINGS = 4  # the most sibling runs a plan holds
