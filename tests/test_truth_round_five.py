@@ -337,3 +337,34 @@ def test_printing_tensors_in_backward_is_no_switch_of_the_learners(service, tmp_
                 return grad
     """
     passes(check(service, tmp_path, "sigmoid", source))
+
+
+def test_torchs_layer_norm_formula_from_a_decomp_module_loaded_by_the_file_fails(service, tmp_path):
+    """The zygote lists torch._decomp's formulas from the modules loaded then; one the
+    learner's file imports afterwards (decompositions_for_jvp) was missed. A formula is
+    now known by its folder too: remove that (``_DECOMP_DIR`` in the stack walk) and this
+    file passes."""
+    source = """
+        import torch
+        from torch._decomp import decompositions_for_jvp as formulas
+
+
+        class MyLayerNorm(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, weight, bias, eps):
+                mean = x.mean(dim=-1, keepdim=True)
+                rstd = torch.rsqrt(((x - mean) ** 2).mean(dim=-1, keepdim=True) + eps)
+                ctx.save_for_backward(x, weight, bias, mean, rstd)
+                return (x - mean) * rstd * weight + bias
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                x, weight, bias, mean, rstd = ctx.saved_tensors
+                gx, gw, gb = formulas.native_layer_norm_backward(
+                    grad_output, x, [x.shape[-1]], mean, rstd, weight, bias, [True] * 3
+                )
+                return gx, gw, gb, None
+    """
+    stage, message, _ = first_failure(check(service, tmp_path, "layer_norm", source))
+    assert stage == "by_hand"
+    assert "torch._decomp's native_layer_norm_backward" in message
