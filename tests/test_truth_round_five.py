@@ -6,7 +6,15 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import CATALOG, REPO
-from tests.test_truth import check, first_failure, passes, service
+from tests.test_truth import (
+    RIGHT_BACKWARD,
+    SAVES_OUTPUT,
+    check,
+    first_failure,
+    passes,
+    service,
+    sigmoid,
+)
 from trainer.checking.runner import run_check
 
 __all__ = ["service"]  # the fixture, shared with test_truth
@@ -51,23 +59,7 @@ def test_a_backward_keeping_outputs_in_a_table_of_the_last_two_calls_fails(servi
 
 
 def test_a_backward_that_keeps_its_own_ctx_passes_many_calls_in_one_graph(service, tmp_path):
-    source = """
-        import torch
-
-
-        class MySigmoid(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, x):
-                y = torch.sigmoid(x)
-                ctx.save_for_backward(y)
-                return y
-
-            @staticmethod
-            def backward(ctx, grad_output):
-                (y,) = ctx.saved_tensors
-                return grad_output * y * (1 - y)
-    """
-    passes(check(service, tmp_path, "sigmoid", source))
+    passes(check(service, tmp_path, "sigmoid", sigmoid(SAVES_OUTPUT, RIGHT_BACKWARD)))
 
 
 @pytest.mark.parametrize(
@@ -117,23 +109,12 @@ def test_a_backward_that_changes_its_saved_output_in_place_fails_naming_the_outp
     rewrites the caller's activation (and a second backward over the graph reads the
     product). Found at the first backward, before calls as in training see the second
     pass."""
-    source = """
-        import torch
-
-
-        class MySigmoid(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, x):
-                y = torch.sigmoid(x)
-                ctx.save_for_backward(y)
-                return y
-
-            @staticmethod
-            def backward(ctx, grad_output):
-                (y,) = ctx.saved_tensors
-                y.mul_(1 - y)
-                return grad_output * y
+    backward = """
+        (y,) = ctx.saved_tensors
+        y.mul_(1 - y)
+        return grad_output * y
     """
+    source = sigmoid(SAVES_OUTPUT, backward)
     stage, message, mistake = first_failure(check(service, tmp_path, "sigmoid", source))
     assert (stage, mistake) == ("backward", "changes_caller_tensors")
     assert "backward changed forward's output in place" in message
@@ -143,24 +124,13 @@ def test_a_backward_that_writes_only_into_its_own_new_tensors_passes_the_contrac
     service, tmp_path
 ):
     """In-place work on tensors backward made itself is fine, NaN inputs or not."""
-    source = """
-        import torch
-
-
-        class MySigmoid(torch.autograd.Function):
-            @staticmethod
-            def forward(ctx, x):
-                y = torch.sigmoid(x)
-                ctx.save_for_backward(y)
-                return y
-
-            @staticmethod
-            def backward(ctx, grad_output):
-                (y,) = ctx.saved_tensors
-                slope = y.clone()
-                slope.mul_(1 - y)
-                return slope.mul_(grad_output)
+    backward = """
+        (y,) = ctx.saved_tensors
+        slope = y.clone()
+        slope.mul_(1 - y)
+        return slope.mul_(grad_output)
     """
+    source = sigmoid(SAVES_OUTPUT, backward)
     passes(check(service, tmp_path, "sigmoid", source))
 
 
