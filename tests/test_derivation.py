@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
+import math
 import textwrap
 import threading
 import types
@@ -1035,10 +1036,26 @@ def stepped_by_torch_complex(x: Tensor) -> Tensor:
     return torch.sigmoid(torch.complex(x, torch.full_like(x, 1e-30))).imag * 1e30
 
 
+def stepped_through_view_as_complex(x: Tensor) -> Tensor:
+    pairs = torch.stack([x, torch.full_like(x, 1e-20)], dim=-1)
+    return torch.sigmoid(torch.view_as_complex(pairs)).imag * 1e20
+
+
+def stepped_by_a_rotation(x: Tensor) -> Tensor:
+    shifted = x + 5  # no zero: the step is a fraction of it
+    turned = shifted.to(torch.complex128) * complex(math.cos(1e-20), math.sin(1e-20))
+    return torch.sigmoid(turned - 5).imag / (shifted * 1e-20)
+
+
 @pytest.mark.parametrize(
     "slope",
-    [stepped_by_a_complex_number, stepped_by_torch_complex],
-    ids=["x + 1e-30j", "complex()"],
+    [
+        stepped_by_a_complex_number,
+        stepped_by_torch_complex,
+        stepped_through_view_as_complex,
+        stepped_by_a_rotation,
+    ],
+    ids=["x + 1e-30j", "complex()", "view_as_complex", "x * exp(ih)"],
 )
 def test_the_complex_step_taken_in_forward_and_saved_for_backward_is_flagged(slope):
     """Complex arithmetic is allowed in forward (an FFT), but not a small imaginary step

@@ -338,3 +338,62 @@ def test_torchs_layer_norm_formula_from_a_decomp_module_loaded_by_the_file_fails
     stage, message, _ = first_failure(check(service, tmp_path, "layer_norm", source))
     assert stage == "by_hand"
     assert "torch._decomp's native_layer_norm_backward" in message
+
+
+def test_a_python_key_excluded_by_hand_around_torchs_kernel_fails_by_hand(service, tmp_path):
+    """The thread-local switch under every key guard, set and unset by hand."""
+    source = """
+        import torch
+
+        KEYS = (torch._C.DispatchKey.Python, torch._C.DispatchKey.PythonTLSSnapshot)
+
+
+        class MySigmoid(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                y = torch.sigmoid(x)
+                ctx.save_for_backward(y)
+                return y
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                (y,) = ctx.saved_tensors
+                for key in KEYS:
+                    torch._C._dispatch_tls_set_dispatch_key_excluded(key, True)
+                try:
+                    return torch.ops.aten.sigmoid_backward(grad_output, y)
+                finally:
+                    for key in KEYS:
+                        torch._C._dispatch_tls_set_dispatch_key_excluded(key, False)
+    """
+    stage, message, _ = first_failure(check(service, tmp_path, "sigmoid", source))
+    assert stage == "by_hand"
+    assert "torch._C._dispatch_tls_set_dispatch_key_excluded" in message
+
+
+def test_a_backward_that_changes_the_callers_tensor_only_under_the_engine_fails(service, tmp_path):
+    """It tells the engine's call (a graph task running) from the checker's direct one
+    and changes the caller's activation only then. Calls in one graph compare forward's
+    inputs and outputs after the engine's backward too: drop that (``held`` in the
+    learner's ``one_graph``) and this file passes."""
+    source = """
+        import torch
+
+
+        class MyReLU(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x.clamp(min=0)
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                (x,) = ctx.saved_tensors
+                grad = grad_output * (x > 0)
+                if torch._C._current_graph_task_id() >= 0:
+                    x.data.mul_(2)  # keeps the sign: every gradient stays right
+                return grad
+    """
+    stage, message, mistake = first_failure(check(service, tmp_path, "relu", source))
+    assert (stage, mistake) == ("state", "changes_caller_tensors")
+    assert "backward changed `input` in place" in message  # relu's parameter name

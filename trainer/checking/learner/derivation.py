@@ -762,7 +762,7 @@ class DerivationWatch:
             bracket.real
             and "complex" not in bracket.flagged_ops
             and numeric.is_complex_result(result)
-            and numeric.imaginary_step(func, args, kind)
+            and (numeric.imaginary_step(func, args, kind) or numeric.off_the_real_line(result))
         ):
             bracket.flagged_ops.add("complex")
             self._add(
@@ -1543,7 +1543,11 @@ _MODE_SWITCHES = (
     ("torch._C", "DisableTorchFunction"),
     ("torch._C", "DisableTorchFunctionSubclass"),
     ("torch._C", "_ExcludeDispatchKeyGuard"),
+    ("torch._C", "ExcludeDispatchKeyGuard"),
+    ("torch._C", "_SetExcludeDispatchKeyGuard"),
     ("torch._C", "_ForceDispatchKeyGuard"),
+    ("torch._C", "_dispatch_tls_set_dispatch_key_excluded"),
+    ("torch._C", "_DisablePythonDispatcher"),
     ("torch._C", "_unset_dispatch_mode"),
     ("torch._C", "_pop_torch_dispatch_stack"),
     ("torch._C", "_pop_torch_function_stack"),

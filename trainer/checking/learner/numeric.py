@@ -248,6 +248,25 @@ def imaginary_step(func: Any, args: tuple[Any, ...], kind: str | None) -> bool:
     return False
 
 
+def off_the_real_line(result: object) -> bool:
+    """Whether a complex tensor sits a small step off the real line, whatever made it
+    (``view_as_complex`` of a stacked step, ``x * exp(1j * h)``): its imaginary part is
+    one small number everywhere, or one small fraction of its real part."""
+    if not isinstance(result, torch.Tensor) or not result.is_complex() or not result.numel():
+        return False
+    with torch._C._DisableTorchDispatch():
+        imag, real = result.imag.reshape(-1), result.real.reshape(-1)
+        first = float(imag[0])
+        if 0 < abs(first) <= MAX_STEP and bool((imag == imag[0]).all()):
+            return True
+        nonzero = real != 0
+        if not bool(nonzero.any()) or bool((imag[~nonzero] != 0).any()):
+            return False
+        ratio = imag[nonzero] / real[nonzero]
+        step = float(ratio[0])
+        return 0 < abs(step) <= MAX_STEP and bool(((ratio - step).abs() <= 1e-6 * abs(step)).all())
+
+
 def _name_of(func: Any) -> str:
     try:
         return str(func._schema.name.split("::")[-1])

@@ -45,7 +45,7 @@ from trainer.checking.learner.loading import (
 )
 from trainer.checking.learner.zygote import LearnerTask
 from trainer.checking.vjp import vector_jacobian
-from trainer.checking.wording import describe_exception, foreign_graph
+from trainer.checking.wording import changed_words, describe_exception, foreign_graph
 
 _monotonic = time.monotonic  # kept before any learner code runs
 
@@ -209,7 +209,14 @@ class _Server:
                     request.budget,
                     request.shared,
                     own_pass,
+                    self.exercise.param_names,
                 )
+        except _CallerTensorsChanged as changed:
+            return protocol.TrainReply(
+                error=protocol.LearnerError(
+                    changed_words(changed.names), mistake="changes_caller_tensors"
+                )
+            )
         except BaseException as error:  # the learner's code may raise anything
             return protocol.TrainReply(error=learner_failure(error, self.path, "backward"))
         stacked = _stacked(result)
@@ -435,6 +442,14 @@ def _loss(outputs: list[Any], upstream: list[Any]) -> torch.Tensor:
     return torch.stack(terms).sum()
 
 
+class _CallerTensorsChanged(Exception):
+    """Backward, run by autograd's engine, changed forward's inputs or outputs (named)."""
+
+    def __init__(self, names: list[str]) -> None:
+        super().__init__(", ".join(names))
+        self.names = names
+
+
 def _train(
     answer: Answer,
     scenario: str,
@@ -443,6 +458,7 @@ def _train(
     budget: float = 3.0,
     shared: list[int] | None = None,
     own_pass: Callable[[], None] = lambda: None,
+    names: tuple[str, ...] = (),
 ) -> list[list[torch.Tensor | None]]:
     """``own_pass`` is called before each backward pass this code runs itself (the
     derivation watch counts the passes it did not run)."""
@@ -465,10 +481,20 @@ def _train(
         return results
     if scenario == "one_graph":
         calls = [(_fresh(args), upstream) for args, upstream in sets]
-        outputs = [_outputs(answer, fresh) for (fresh, _), _ in calls]
+        called = [api_calls.activations(fresh) for (fresh, _), _ in calls]
+        outputs = [
+            _outputs(answer, fresh, arguments)
+            for ((fresh, _), _), arguments in zip(calls, called, strict=True)
+        ]
+        # What each call's caller holds, as the engine's backward must leave it (the
+        # direct backward request compares the same; a backward may tell the two apart).
+        held = [h for c, o in zip(called, outputs, strict=True) for h in _held_tensors(c, o, names)]
         loss = torch.stack([_loss(o, u) for o, (_, u) in zip(outputs, calls, strict=True)]).sum()
         leaves = [leaf for (_, call_leaves), _ in calls for leaf in call_leaves]
         flat = grads(loss, leaves)
+        changed = list(dict.fromkeys(n for n, t, copy in held if not _same_values(t, copy)))
+        if changed:
+            raise _CallerTensorsChanged(changed)
         results, start = [], 0
         for (_, call_leaves), _ in calls:
             results.append(flat[start : start + len(call_leaves)])
