@@ -397,3 +397,48 @@ def test_a_backward_that_changes_the_callers_tensor_only_under_the_engine_fails(
     stage, message, mistake = first_failure(check(service, tmp_path, "relu", source))
     assert (stage, mistake) == ("state", "changes_caller_tensors")
     assert "backward changed `input` in place" in message  # relu's parameter name
+
+
+CLASSMETHODS = """
+    import torch
+
+
+    class MySigmoid(torch.autograd.Function):
+        @classmethod
+        def forward(cls, ctx, x):
+            y = torch.sigmoid(x)
+            ctx.save_for_backward(x if cls.FROM_INPUT else y)
+            return y
+
+        @classmethod
+        def backward(cls, ctx, grad_output):
+            (saved,) = ctx.saved_tensors
+            {backward}
+
+        FROM_INPUT = {from_input}
+"""
+
+
+def test_classmethod_forward_and_backward_pass_as_torch_binds_them(service, tmp_path):
+    """torch calls ``cls.forward(ctx, ...)`` and ``cls.backward(ctx, ...)``: a classmethod
+    binds the class first and works. Load refused it as "not a @staticmethod"."""
+    source = CLASSMETHODS.replace("{from_input}", "False").replace(
+        "{backward}", "return grad_output * saved * (1 - saved)"
+    )
+    passes(check(service, tmp_path, "sigmoid", source))
+
+
+def test_a_classmethod_backward_is_watched_as_a_staticmethod_is(service, tmp_path):
+    """Accepted, it must not be a way past the derivation watch: wrapped as a classmethod
+    (``DerivationWatch._install``). Wrap it as before and the file passes unwatched."""
+    backward = "\n            ".join(
+        [
+            "with torch.enable_grad():",
+            "    x = saved.detach().requires_grad_()",
+            "    return torch.autograd.grad(torch.sigmoid(x), x, grad_output)[0]",
+        ]
+    )
+    source = CLASSMETHODS.replace("{from_input}", "True").replace("{backward}", backward)
+    stage, message, _ = first_failure(check(service, tmp_path, "sigmoid", source))
+    assert stage == "by_hand"
+    assert "torch.autograd.grad" in message

@@ -550,7 +550,11 @@ class DerivationWatch:
         for cls in self._classes:
             for name, raw in _learner_staticmethods(cls).items():
                 if (id(cls), name) not in self._installed:
-                    self._wrap(cls, name, staticmethod(_watched(self, cls, name, raw)))
+                    if isinstance(raw, classmethod):  # the class comes first, then ctx
+                        wrapper: object = classmethod(_watched(self, cls, name, raw.__func__))
+                    else:
+                        wrapper = staticmethod(_watched(self, cls, name, raw))
+                    self._wrap(cls, name, wrapper)
         for op in self._custom_ops:
             for name in ("_setup_context_fn", "_backward_fn"):
                 function = getattr(op, name, None)
@@ -1030,10 +1034,10 @@ _functorch_level = torch._C._functorch.maybe_current_level
 _NO_TORCH_FUNCTION = torch._C.DisableTorchFunction
 
 
-def _learner_staticmethods(cls: type) -> dict[str, Callable[..., Any]]:
+def _learner_staticmethods(cls: type) -> dict[str, Any]:
     """Every staticmethod the class or a base of its own defines (not torch's), by name,
     and the methods torch calls by name however they are defined."""
-    found: dict[str, Callable[..., Any]] = {}
+    found: dict[str, Any] = {}  # a function, or a classmethod (wrapped as one)
     for base in cls.__mro__:
         if base.__module__ == "torch" or base.__module__.startswith("torch.") or base is object:
             break
@@ -1042,6 +1046,8 @@ def _learner_staticmethods(cls: type) -> dict[str, Callable[..., Any]]:
                 continue
             if isinstance(value, staticmethod):
                 found[name] = value.__func__
+            elif isinstance(value, classmethod):
+                found[name] = value  # wrapped as one (see DerivationWatch._install)
             elif name in _CALLED_BY_TORCH and callable(value):
                 found[name] = value
     return found

@@ -365,13 +365,18 @@ def find_function_class(
             raise LearnerProblem(
                 f"`{name}` has no `{method}` method. Define it as a @staticmethod."
             )
-        if not isinstance(raw, staticmethod):
+        if not isinstance(raw, staticmethod | classmethod):
             raise LearnerProblem(
                 f"`{name}.{method}` must be a @staticmethod: autograd calls "
                 f"`{name}.{method}(ctx, ...)` without an instance."
             )
+        # A classmethod works as torch binds it (the class first, then ctx): its call
+        # is checked as the bound method's.
         _check_arity(
-            name, method, raw.__func__, expected["backward" if method == "vjp" else method]
+            name,
+            method,
+            getattr(candidate, method) if isinstance(raw, classmethod) else raw.__func__,
+            expected["backward" if method == "vjp" else method],
         )
     return candidate
 
