@@ -442,3 +442,27 @@ def test_a_classmethod_backward_is_watched_as_a_staticmethod_is(service, tmp_pat
     stage, message, _ = first_failure(check(service, tmp_path, "sigmoid", source))
     assert stage == "by_hand"
     assert "torch.autograd.grad" in message
+
+
+def test_a_saved_tensor_changed_in_place_and_back_is_named_not_blamed_on_state(service, tmp_path):
+    """Scaled in place and back, the saved tensor's values are right, but its version
+    moved: torch refuses a second backward over the graph. The report said "state
+    outside ctx"; it names the saved tensor now. Drop ``_saved_tensor_changed`` from
+    ``learner_error`` and the mistake's id goes back to state."""
+    backward = """
+        (y,) = ctx.saved_tensors
+        y.mul_(2.0)
+        slope = y * (1 - y / 2) / 2
+        y.mul_(0.5)
+        return grad_output * slope
+    """
+    forward = """
+        y = torch.sigmoid(x)
+        ctx.save_for_backward(y)
+        return y.clone()
+    """
+    stage, message, mistake = first_failure(
+        check(service, tmp_path, "sigmoid", sigmoid(forward, backward))
+    )
+    assert (stage, mistake) == ("state", "modifies_saved_tensor")
+    assert "a tensor saved for backward was changed in place" in message

@@ -338,6 +338,7 @@ MISTAKES: dict[str, str] = {
     "wrong_dtype": "a gradient does not have the dtype of its input",
     "wrong_device": "a gradient is not on its input's device",
     "in_place_grad_output": "backward modifies grad_output in place",
+    "modifies_saved_tensor": "a tensor saved for backward is changed in place, so a second backward over the graph fails",
     "changes_caller_tensors": "backward changes forward's inputs or outputs in place (through .data or a detached alias)",
     "non_contiguous": "backward depends on the memory layout of its inputs or grad_output",
     "needs_input_grad": "backward gives other gradients when only some inputs require grad",

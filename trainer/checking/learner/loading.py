@@ -387,7 +387,14 @@ def learner_error(error: BaseException, path: Path, during: str) -> dict[str, An
     which (the checker reads the id, never the words)."""
     message, details = explain_learner_error(error, path, during)
     mistake = "not_written" if _not_written(error, path) else ""
+    if _saved_tensor_changed(error):
+        mistake = "modifies_saved_tensor"
     return {"message": message, "details": details, "mistake": mistake}
+
+
+def _saved_tensor_changed(error: BaseException) -> bool:
+    """torch's refusal of a saved tensor whose version counter moved since it was saved."""
+    return isinstance(error, RuntimeError) and "modified by an inplace operation" in str(error)
 
 
 def _not_written(error: BaseException, path: Path) -> str | None:
@@ -416,6 +423,14 @@ def explain_learner_error(error: BaseException, path: Path, during: str) -> tupl
     if _out_of_memory(error):
         jacobian = _jacobian_words(error, path) if during == "backward" else None
         return f"{during} {jacobian or out_of_memory_words()}", frames
+    if _saved_tensor_changed(error):
+        return (
+            f"{during}: a tensor saved for backward was changed in place after it was saved "
+            "(even if changed back: its version moved), so autograd refuses it the next "
+            "time the graph is used (a second backward, retain_graph=True). Change only "
+            "tensors backward made itself (clone first)",
+            frames,
+        )
     if isinstance(error, SystemExit):
         return f"your code called sys.exit({error.code!r}) during {during}", frames
     if isinstance(error, RecursionError):
