@@ -1059,7 +1059,7 @@ def stepped_by_a_rotation(x: Tensor) -> Tensor:
 )
 def test_the_complex_step_taken_in_forward_and_saved_for_backward_is_flagged(slope):
     """Complex arithmetic is allowed in forward (an FFT), but not a small imaginary step
-    off the real line. Drop ``numeric.imaginary_step`` and these pass unseen."""
+    off the real line. Drop ``numeric.off_the_real_line`` and these pass unseen."""
     findings = run(slope_function(slope), "engine")
     assert calls(findings) == [("numeric", "complex step")]
     assert findings[0].method == "forward"

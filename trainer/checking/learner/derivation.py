@@ -186,6 +186,7 @@ from torch.utils._python_dispatch import (
 )
 
 from trainer.checking.learner import guard, numeric
+from trainer.checking.learner.loading import torchs
 
 Kind = Literal[
     "engine",
@@ -379,7 +380,7 @@ class DerivationWatch:
 
     # No instance dict: the learner's code, which shares this process, cannot put a
     # function of its own in place of a method on the one watch (``watch._add = ...``);
-    # one put on the class is a patch the guard finds (see ``watch_classes``).
+    # one put on the class is a patch the guard finds (``guard.also_guard``, below).
     __slots__ = (
         "_brackets",
         "_checkers_levels",
@@ -766,13 +767,13 @@ class DerivationWatch:
             bracket.real
             and "complex" not in bracket.flagged_ops
             and numeric.is_complex_result(result)
-            and (numeric.imaginary_step(func, args, kind) or numeric.off_the_real_line(result))
+            and numeric.off_the_real_line(result)
         ):
             bracket.flagged_ops.add("complex")
             self._add(
                 "numeric",
                 "complex step",
-                "adds a small imaginary step to a real tensor (x + ih): imag(f(x + ih)) / h "
+                "steps a real tensor off the real line (x + ih): imag(f(x + ih)) / h "
                 "approximates the derivative numerically",
                 bracket,
             )
@@ -1039,7 +1040,7 @@ def _learner_staticmethods(cls: type) -> dict[str, Any]:
     and the methods torch calls by name however they are defined."""
     found: dict[str, Any] = {}  # a function, or a classmethod (wrapped as one)
     for base in cls.__mro__:
-        if base.__module__ == "torch" or base.__module__.startswith("torch.") or base is object:
+        if torchs(base.__module__) or base is object:
             break
         for name, value in vars(base).items():
             if name in found or name.startswith("__"):
@@ -1471,9 +1472,7 @@ def _entry_name() -> str | None:
             public = name
         elif in_torch:
             module = str(frame.f_globals.get("__name__", ""))
-            if (module == "torch" or module.startswith("torch.")) and not module.startswith(
-                _PLUMBING
-            ):
+            if torchs(module) and not module.startswith(_PLUMBING):
                 qualname = getattr(code, "co_qualname", code.co_name).split(".<locals>")[0]
                 fallback = f"{module}.{qualname}"
         frame = frame.f_back
@@ -1581,7 +1580,7 @@ def watch_mode_switches(our_functions: Sequence[types.FunctionType]) -> None:
             continue
         replaced[id(original)] = _reported(original, f"{module_name}.{name}")
     for module_name, module in list(sys.modules.items()):
-        if module is None or not (module_name == "torch" or module_name.startswith("torch.")):
+        if module is None or not torchs(module_name):
             continue
         namespace = vars(module)
         for key, value in list(namespace.items()):

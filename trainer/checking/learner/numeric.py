@@ -230,28 +230,13 @@ def is_number(value: object, constants: dict[int, Any]) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def imaginary_step(func: Any, args: tuple[Any, ...], kind: str | None) -> bool:
-    """Whether ``func(*args)`` adds a small imaginary step to a tensor (``x + 1e-30j``,
-    ``torch.complex(x, full_like(x, h))``): the complex step's first move, in any method
-    (``forward`` may use complex arithmetic, an FFT, but not to step off the real line)."""
-    if kind in ("add", "sub") and len(args) >= 2:
-        for value in args[:2]:
-            if isinstance(value, complex) and value.real == 0 and 0 < abs(value.imag) <= MAX_STEP:
-                return True
-        return False
-    if getattr(func, "_overloadname", None) == "default" and _name_of(func) == "complex":
-        imag = args[1] if len(args) > 1 else None
-        if isinstance(imag, torch.Tensor) and imag.numel() and imag.is_floating_point():
-            with torch._C._DisableTorchDispatch():
-                first = imag.reshape(-1)[0]
-                return bool(0 < abs(float(first)) <= MAX_STEP and bool((imag == first).all()))
-    return False
-
-
 def off_the_real_line(result: object) -> bool:
     """Whether a complex tensor sits a small step off the real line, whatever made it
-    (``view_as_complex`` of a stacked step, ``x * exp(1j * h)``): its imaginary part is
-    one small number everywhere, or one small fraction of its real part."""
+    (``x + 1e-30j``, ``torch.complex(x, full_like(x, h))``, ``view_as_complex`` of a
+    stacked step, ``x * exp(1j * h)``): its imaginary part is one small number
+    everywhere, or one small fraction of its real part. The complex step's first move,
+    in any method (``forward`` may use complex arithmetic, an FFT, but not to step off
+    the real line)."""
     if not isinstance(result, torch.Tensor) or not result.is_complex() or not result.numel():
         return False
     with torch._C._DisableTorchDispatch():
@@ -265,13 +250,6 @@ def off_the_real_line(result: object) -> bool:
         ratio = imag[nonzero] / real[nonzero]
         step = float(ratio[0])
         return 0 < abs(step) <= MAX_STEP and bool(((ratio - step).abs() <= 1e-6 * abs(step)).all())
-
-
-def _name_of(func: Any) -> str:
-    try:
-        return str(func._schema.name.split("::")[-1])
-    except AttributeError:
-        return ""
 
 
 def is_complex_result(result: object) -> bool:

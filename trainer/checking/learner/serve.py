@@ -264,13 +264,13 @@ class _Server:
         grads = protocol.listed(request.grads)
         if request.device != "cpu":
             grads = [g.to(request.device) if isinstance(g, torch.Tensor) else g for g in grads]
+        if not answer.owns(ctx):  # changed since forward returned
+            return protocol.BackwardReply(error=protocol.LearnerError(foreign_graph(answer.name)))
         before = [g.clone() if isinstance(g, torch.Tensor) else None for g in grads]
         # What the caller holds: forward's inputs and outputs, which backward must leave
         # as they are (an in-place op through `.data` moves no version counter).
         outputs = list(result) if isinstance(result, tuple | list) else [result]
         held = _held_tensors(called, outputs, self.exercise.param_names)
-        if not answer.owns(ctx):  # changed since forward returned
-            return protocol.BackwardReply(error=protocol.LearnerError(foreign_graph(answer.name)))
         try:
             # As autograd's engine calls it: through the node's own `apply` (which
             # also takes `vjp`, backward's alias), with grad mode off.
@@ -362,13 +362,10 @@ def _same_values(tensor: torch.Tensor, copy: torch.Tensor) -> bool:
         now = tensor.detach()
         if now.shape != copy.shape or now.dtype != copy.dtype:
             return False
-        if torch.equal(now, copy):
-            return True
-        return (
-            bool(((now == copy) | (now.isnan() & copy.isnan())).all())
-            if now.is_floating_point()
-            else False
-        )
+        same = torch.equal(now, copy)
+        if same or not now.is_floating_point():
+            return same
+        return bool(((now == copy) | (now.isnan() & copy.isnan())).all())
 
 
 def _version(tensor: torch.Tensor) -> int | None:
