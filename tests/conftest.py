@@ -95,6 +95,9 @@ class _Lent:
     def exit_code(self, pid: int, wait: float) -> int | None:
         return self._service.exit_code(pid, wait)
 
+    def landed(self) -> None:
+        self._service.landed()
+
     def died_since(self, generation: int, wait: float) -> bool:
         return self._service.died_since(generation, wait)
 

@@ -1427,6 +1427,9 @@ class _ForgingService:
     def exit_code(self, pid: int, wait: float) -> int | None:
         return 0
 
+    def landed(self) -> None:
+        return None
+
 
 def test_frames_without_the_job_s_token_are_ignored_by_the_runner(tmp_path: Path):
     """In process, no torch: whatever reaches the result pipe, only frames stamped with

@@ -156,6 +156,9 @@ class Spawn(Message):
     # ahead. False for a service of one check: the spare would only cost CPU while the
     # check runs, and time to end.
     more: bool = True
+    # The second process of a check that runs some stages ahead (trusted/ahead.py):
+    # not one more check.
+    second: bool = False
     scratch: str | None = None  # its own folder
     cgroup: str | None = None  # how a memory cgroup caps it, once capped
 

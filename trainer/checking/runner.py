@@ -118,6 +118,7 @@ class CheckingService:
         self._process: subprocess.Popen[bytes] | None = None
         self._socket: socket.socket | None = None
         self._pids: list[int] = []
+        self._in_flight = 0  # checks launched and not yet over
         self._exits: dict[int, int] = {}
         self._gone = True
         self._errors: IO[bytes] | None = None
@@ -202,9 +203,14 @@ class CheckingService:
                     self._start()
                 generation = self.generation
                 assert self._socket is not None
+                # Alone: no other check of this service runs (a checker may then use a
+                # second CPU, see trusted/ahead.py).
+                alone = self._in_flight == 0
                 with self._changed:
                     transport.send_with_fds(
-                        self._socket, {"op": "check"}, [job_read, result_write, output_write]
+                        self._socket,
+                        {"op": "check", "alone": alone},
+                        [job_read, result_write, output_write],
                     )
                 os.close(job_read)
                 job_read = -1
@@ -214,6 +220,7 @@ class CheckingService:
                 with self._changed:
                     self._changed.wait_for(lambda: bool(self._pids) or self._gone, timeout=30)
                     pid = self._pids.pop(0) if self._pids else 0
+                self._in_flight += pid > 0
         except OSError as error:
             pid, reason, generation = 0, error.strerror or str(error), 0
         else:
@@ -229,6 +236,11 @@ class CheckingService:
                 raise CheckerBugError("the checking server", self._bug)
             raise ServerStopped(f"the checking process could not start a check ({reason}).")
         return Launched(pid, result_read, output_read, generation)
+
+    def landed(self) -> None:
+        """A check :meth:`launch` started is over (its pipes read, its processes gone)."""
+        with self._lock:
+            self._in_flight -= 1
 
     def exit_code(self, pid: int, wait: float) -> int | None:
         """The checker's exit code (negative: killed by that signal), waiting up to ``wait`` s."""
@@ -285,7 +297,7 @@ class _Collected:
     stage_ids: list[str] = field(default_factory=lambda: list(REQUIRED_STAGES))
     stages: dict[str, StageResult] = field(default_factory=dict)
     running: str | None = None  # the stage the checker said it started last
-    learner_pid: int = 0
+    learner_pids: list[int] = field(default_factory=list)  # a check may use two
     ready: bool = False
     done: bool = False
     error: str | None = None
@@ -321,7 +333,7 @@ class _Collected:
             if isinstance(stages, list) and all(s in STAGE_BY_ID for s in stages):
                 self.stage_ids = [str(s) for s in stages]
         elif kind == "learner":
-            self.learner_pid = int(message.get("pid", 0))
+            self.learner_pids.append(int(message.get("pid", 0)))
         elif kind == "error":
             self.error = str(message.get("message"))
         elif kind == "bug":
@@ -616,7 +628,9 @@ def _attempt(
         processes.kill_group(launched.pid)
         os.close(launched.result_read)
         os.close(launched.output_read)
-        _wait_until_gone(collected.learner_pid, 3.0)
+        for pid in collected.learner_pids:
+            _wait_until_gone(pid, 3.0)
+        service.landed()
     if collected.done:
         # A server killed mid-check still lets its checker finish, failing the stages the
         # zygote's end cut short: its socket closed first, so the word is already here.

@@ -144,7 +144,8 @@ def _serve(control: socket.socket, to_zygote: socket.socket, zygote_pid: int) ->
                 except (transport.WireError, OSError):
                     return  # the CLI went away, or sent nonsense
                 if header.get("op") == "check" and len(fds) == 3:
-                    pid = _start_checker(control, to_zygote, fds)
+                    alone = header.get("alone") is True  # no other check of the CLI's runs
+                    pid = _start_checker(control, to_zygote, fds, alone=alone)
                     checkers.add(pid)
                     transport.send_with_fds(control, {"pid": pid})
                     started += 1
@@ -258,7 +259,9 @@ def _reference_saved(job: Job, plan: Any) -> dict[str, int] | None:
     return _SAVED[key]
 
 
-def _start_checker(control: socket.socket, to_zygote: socket.socket, fds: list[int]) -> int:
+def _start_checker(
+    control: socket.socket, to_zygote: socket.socket, fds: list[int], alone: bool
+) -> int:
     job_fd, result_fd, output_fd = fds
     try:
         wire, _ = transport.receive(job_fd)
@@ -285,7 +288,12 @@ def _start_checker(control: socket.socket, to_zygote: socket.socket, fds: list[i
             if job is None:
                 raise ValueError("the job sent to the checking server cannot be read")
             checker.run(
-                job, result_fd=result_fd, zygote=to_zygote, plan=plan, reference_saved=saved
+                job,
+                result_fd=result_fd,
+                zygote=to_zygote,
+                plan=plan,
+                reference_saved=saved,
+                alone=alone,
             )
         except SystemExit:  # the checker's own way to end (a stage's bug, already said)
             pass

@@ -748,11 +748,12 @@ class DerivationWatch:
     def _see_numbers(self, func: torch._ops.OpOverload, args: tuple[Any, ...], result: Any) -> None:
         """Finite differences and the complex step, in a method (not the import)."""
         bracket = self._brackets[-1]
+        complex_result = numeric.is_complex_result(result)
         if (
             bracket.real
             and bracket.method != "forward"
             and "complex" not in bracket.flagged_ops
-            and numeric.is_complex_result(result)
+            and complex_result
         ):
             bracket.flagged_ops.add("complex")
             self._add(
@@ -766,7 +767,7 @@ class DerivationWatch:
         if (
             bracket.real
             and "complex" not in bracket.flagged_ops
-            and numeric.is_complex_result(result)
+            and complex_result
             and numeric.off_the_real_line(result)
         ):
             bracket.flagged_ops.add("complex")
@@ -1389,6 +1390,10 @@ def _push_function_mode(mode: Any) -> None:
 def _remove_function_mode(mode: Any) -> bool:
     """Take ``mode`` off the torch-function mode stack, wherever it is; False when it is
     not there."""
+    depth = torch._C._len_torch_function_stack()
+    if depth and torch._C._get_function_stack_at(depth - 1) is mode:
+        _pop_function_mode()  # on top, as it almost always is
+        return True
     if not any(m is mode for m in _function_mode_stack()):
         return False
     above = []

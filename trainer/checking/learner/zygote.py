@@ -224,7 +224,8 @@ def serve(sock: socket.socket) -> LearnerTask:
     learners: dict[int, _Learner] = {}
     spares: list[_Spare] = []  # at most one: the next check's process, made ahead
     ahead = [True]  # whether to make it: not once a check said none follows
-    requests = 0
+    checks = [0]  # the checks asked for so far (a check's second process is not one)
+    collapsed: list[bool] = []
     selector = selectors.DefaultSelector()
     selector.register(sock, selectors.EVENT_READ, None)
     try:
@@ -237,11 +238,11 @@ def serve(sock: socket.socket) -> LearnerTask:
             for key, _ in selector.select(timeout=0.05):
                 try:
                     if key.data is None:
-                        task = _on_request(sock, selector, learners, spares, ahead)
+                        task = _on_request(sock, selector, learners, spares, ahead, checks)
                         if task is not None:
                             return task
-                        requests += 1
-                        if requests == processes.HUGE_PAGES_FROM_CHECK:
+                        if checks[0] == processes.HUGE_PAGES_FROM_CHECK and not collapsed:
+                            collapsed.append(True)
                             processes.collapse_to_huge_pages()  # before the next spare
                     else:
                         _on_control(key.data, selector, learners, spares)
@@ -265,6 +266,7 @@ def _on_request(
     learners: dict[int, _Learner],
     spares: list[_Spare],
     ahead: list[bool],
+    checks: list[int],
 ) -> LearnerTask | None:
     try:
         header, fds = transport.receive_with_fds(sock, 3)
@@ -280,6 +282,7 @@ def _on_request(
         return None
     control_fd, learner_fd, output_fd = fds
     ahead[0] = spawn.more  # a later request without a spare makes its own process
+    checks[0] += not spawn.second
     _import_once(spawn.imports)
     spare = _spare_for(spawn, spares)
     pid = _hand_over(spare, spawn, learner_fd, output_fd) if spare is not None else 0

@@ -40,6 +40,10 @@ def by_hand_stage(checked: Checked) -> StageOutcome:
         if reply.findings:
             text = reply.message or "backward lets torch derive the gradient"
             return StageOutcome(FAIL, text, reply.details, named("derived_by_torch", text))
+    if checked.also_watched is not None:  # the second process that ran a stage ahead
+        seen = checked.also_watched()
+        if seen is not None:
+            return seen
     return StageOutcome(
         PASS,
         "from its import to the last call of the check, your file derives the gradient "

@@ -10,8 +10,10 @@ token that stamps each result frame.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import json
+import os
 import socket
 import time
 import traceback
@@ -98,9 +100,12 @@ def run(
     zygote: socket.socket,
     plan: Any = None,
     reference_saved: dict[str, int] | None = None,
+    alone: bool = False,
 ) -> None:
     """Check one file; the caller exits the process afterwards. ``plan`` and
-    ``reference_saved``, when given, were worked out for this job by the server."""
+    ``reference_saved``, when given, were worked out for this job by the server;
+    ``alone``: no other check runs beside this one (see :mod:`ahead`)."""
+    from trainer.checking.trusted import ahead
     from trainer.checking.trusted.plan import reference_saved_bytes
     from trainer.checking.trusted.proxy import LearnerSideBug, Sandbox, proxy_function
     from trainer.checking.trusted.stages import (
@@ -108,6 +113,7 @@ def run(
         StageOutcome,
         mark_output,
         run_stages,
+        stage_body,
     )
 
     channel = Channel(result_fd, job.token)
@@ -126,7 +132,8 @@ def run(
     path = Path(job.file)
     double_backward = job.double_backward
     stages_to_run = selected(stages_for(exercise, double_backward), job.only_stages)
-    sandbox = Sandbox.start(
+    start = functools.partial(
+        Sandbox.start,
         zygote,
         exercise,
         source=job.source,
@@ -136,11 +143,22 @@ def run(
         imports=sorted({m for stage in stages_to_run for m in stage.learner_imports}),
         more=job.more_checks,
     )
+    # Before this process is pinned to one CPU: whether a second one is there.
+    split = ahead.stages_ahead(job.stop_after_failure, alone, [s.id for s in stages_to_run])
+    sandbox = start()
     if sandbox.pid:
         from trainer.checking import processes
 
-        processes.share_a_cpu([sandbox.pid])
+        if not split:  # a conversation on one CPU; with a second process, both are used
+            processes.share_a_cpu([sandbox.pid])
         channel.send(type="learner", pid=sandbox.pid)
+    second: tuple[Sandbox, int] | None = None
+    if split:
+        read, write = os.pipe()
+        second = start(output=write, second=True), read
+        os.close(write)
+        if second[0].pid:
+            channel.send(type="learner", pid=second[0].pid)
     channel.send(type="ready", stages=[stage.id for stage in stages_to_run])
 
     from trainer.checking.trusted import stages
@@ -165,7 +183,9 @@ def run(
             verdict=outcome.verdict,
             message=outcome.message,
             details=outcome.details,
-            seconds=round(time.monotonic() - started, 4),
+            seconds=round(
+                time.monotonic() - started if outcome.seconds is None else outcome.seconds, 4
+            ),
             diagnosis=outcome.diagnosis.to_dict() if outcome.diagnosis else None,
             pictures=outcome.pictures,
             case=outcome.case,
@@ -191,6 +211,16 @@ def run(
         only_stages=frozenset(job.only_stages),
         draw_always=job.draw_always,
     )
-    run_stages(checked, report)
+    early = None
+    if second is not None:
+        bodies = {stage: stage_body(STAGE_BY_ID[stage]) for stage in split}
+        early = ahead.StagesAhead(checked, *second, bodies)
+        checked.also_watched = early.by_hand
+
+    def announce(stage: str) -> None:  # a stage run before its turn starts now
+        mark_output(stage=stage)
+        channel.send(type="stage-start", stage=stage)
+
+    run_stages(checked, report, early, announce)
     sandbox.stop()  # first: when the CLI has the verdict, nothing of the check is left
     channel.send(type="done")

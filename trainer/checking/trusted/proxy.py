@@ -105,10 +105,14 @@ class Sandbox:
         confine: dict[str, Any] | None = None,
         imports: Sequence[str] = (),
         more: bool = True,
+        output: int = 1,
+        second: bool = False,
     ) -> Sandbox:
         """Ask the zygote for a fresh learner process for ``source``. ``imports``: the
         torch modules its calls will import on first use, which the zygote imports
-        once for all its learner processes; ``more``: whether more checks may follow."""
+        once for all its learner processes; ``more``: whether more checks may follow;
+        ``output``: where it prints (this process's output, the job's output pipe);
+        ``second``: the check's second process (see :mod:`ahead`)."""
         control, control_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         calls, calls_theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         spawn = protocol.Spawn(
@@ -125,12 +129,13 @@ class Sandbox:
             confine=confine,
             imports=list(imports),
             more=more,
+            second=second,
         )
         try:
             transport.send_with_fds(
                 zygote,
                 spawn.to_wire(),
-                [control_theirs.fileno(), calls_theirs.fileno(), 1],  # 1: the output pipe
+                [control_theirs.fileno(), calls_theirs.fileno(), output],
             )
             reply, _ = transport.receive_with_fds(control, 0)
             pid = int(reply.get("pid", 0))
@@ -217,6 +222,14 @@ class Sandbox:
             return "ended"
         words = processes.code_words(code)
         return words + " (did your code call os._exit?)" if code == 0 else words
+
+    def hang_up(self) -> None:
+        """From another thread: end the conversation. The call waiting on it there
+        returns as if the process had ended (:meth:`stop` follows, there)."""
+        calls = self._calls
+        if calls is not None:
+            with contextlib.suppress(OSError):
+                calls.shutdown(socket.SHUT_RDWR)
 
     def stop(self) -> None:
         """End the learner's process and everything it started; wait until they are gone."""

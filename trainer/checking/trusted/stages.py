@@ -13,10 +13,12 @@ import functools
 import importlib
 import os
 import sys
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -35,6 +37,9 @@ from trainer.checking.vjp import vector_jacobian
 from trainer.checking.wording import OUTPUT_MARK
 from trainer.spec import Exercise
 from trainer.vocabulary import Stage, selected, stages_for
+
+if TYPE_CHECKING:
+    from trainer.checking.trusted.ahead import StagesAhead
 
 # One verdict type for the checker and the report.
 PASS, FAIL, SKIP = Verdict.PASS, Verdict.FAIL, Verdict.SKIP
@@ -56,6 +61,8 @@ class StageOutcome:
     # Where the first wrong gradient is, walking backward through the spec's chain: a
     # layer's name or an input's (backward parity, trusted.intermediates)
     first_wrong: str = ""
+    # How long it ran, when it ran elsewhere or before its turn (see run_stages).
+    seconds: float | None = None
 
     @property
     def passed(self) -> bool:
@@ -82,6 +89,9 @@ class Checked:
     draw_always: bool = False
     # The verdicts of the stages run so far, by id (a later stage may read an earlier one's).
     verdicts: dict[str, Verdict] = field(default_factory=dict)
+    # What a second learner process's derivation watch saw, when one ran a stage ahead
+    # (see :mod:`ahead`): a failure of "Derived by hand", or None.
+    also_watched: Callable[[], StageOutcome | None] | None = None
 
 
 @dataclass
@@ -106,7 +116,11 @@ _OUTPUT: dict[str, str] = {"mark": "", "stage": ""}
 
 
 def mark_output(run: Run | None = None, stage: str | None = None) -> None:
-    """Write the mark that attributes what follows on the output to a stage and a run."""
+    """Write the mark that attributes what follows on the output to a stage and a run.
+    Only the main thread's stages mark: a stage run ahead (:mod:`ahead`) has its own
+    output, shown under its stage when its turn comes."""
+    if threading.current_thread() is not threading.main_thread():
+        return
     if stage is not None:
         _OUTPUT["stage"] = stage
     if not _OUTPUT["mark"]:
@@ -314,38 +328,87 @@ def stage_body(stage: Stage) -> StageBody:
     return body
 
 
-def run_stages(checked: Checked, report: Reporter) -> None:
+def run_stages(
+    checked: Checked,
+    report: Reporter,
+    ahead: StagesAhead | None = None,
+    announce: Callable[[str], None] = lambda stage: None,
+) -> None:
     """Run every stage in order, reporting each; later stages are skipped when they cannot run.
 
     A failure whose words an earlier stage already gave is reported as "same
-    error as <stage> above", so one problem is read once.
+    error as <stage> above", so one problem is read once. The stages ``ahead`` runs
+    in a second process (:mod:`ahead`) are reported in their turn, from there; while
+    this process would wait for one, it runs its own next stages early (``announce``
+    says which starts), and reports them in their turn too.
     """
     sandbox = checked.sandbox
     blocked: str | None = None
     said: dict[str, Stage] = {}  # failure message -> the stage that gave it first
-    for stage in selected(
-        stages_for(checked.exercise, checked.double_backward), checked.only_stages
-    ):
-        if blocked is None and not sandbox.alive:
+    stages = selected(stages_for(checked.exercise, checked.double_backward), checked.only_stages)
+    early: dict[str, Callable[[], StageOutcome]] = {}  # run before their turn: their outcome
+    for index, stage in enumerate(stages):
+        # A process that ended during a stage run early still has the stages up to it said.
+        if blocked is None and not sandbox.alive and not early:
             blocked = f"the process running your code {sandbox.ended}"
         if blocked is not None:
+            if ahead is not None:
+                ahead.abandon()
+                ahead = None
             report(stage.id, functools.partial(StageOutcome, SKIP, f"skipped: {blocked}"))
+            checked.verdicts[stage.id] = SKIP
             continue
-        run = functools.partial(stage_body(stage), checked)
+        run = early.pop(stage.id, None) or functools.partial(stage_body(stage), checked)
+        if ahead is not None and stage.id in ahead.stages:
+            for later in stages[index + 1 :]:
+                if ahead.ready(stage.id) or not sandbox.alive:
+                    break
+                if ahead.may_run_early(later.id) and later.id not in early:
+                    announce(later.id)
+                    early[later.id] = _run_early(checked, later)
+            run = functools.partial(_from_ahead, ahead, stage.id, sandbox, run)
         outcome = report(stage.id, functools.partial(_once, said, stage, sandbox, run))
         checked.verdicts[stage.id] = outcome.verdict
         if stage.id == "load" and not outcome.passed:
             blocked = "the file did not load"
         elif checked.stop_after_failure and outcome.verdict == FAIL:
             blocked = "an earlier stage failed (this run stops at the first failure)"
+        if sandbox.alive and not (ahead is not None and stage.id in ahead.stages):
+            sandbox.reset()
+
+
+def _run_early(checked: Checked, stage: Stage) -> Callable[[], StageOutcome]:
+    """Run ``stage`` now, before its turn; what its turn reports (its outcome, or the
+    bug of ours it hit, raised there)."""
+    sandbox = checked.sandbox
+    started = time.monotonic()
+    try:
+        outcome = guarded(sandbox, functools.partial(stage_body(stage), checked))
+        outcome.seconds = time.monotonic() - started
+    except Exception as error:  # a bug of ours: raised again in the stage's turn
+        failure = error
+
+        def again() -> StageOutcome:
+            raise failure
+
+        return again
+    finally:
         if sandbox.alive:
             sandbox.reset()
+    return lambda: outcome
+
+
+def _from_ahead(
+    ahead: StagesAhead, stage: str, sandbox: Sandbox, here: Callable[[], StageOutcome]
+) -> StageOutcome:
+    outcome = ahead.outcome(stage, sandbox)
+    return outcome if outcome is not None else here()
 
 
 def _once(
     said: dict[str, Stage], stage: Stage, sandbox: Sandbox, body: Callable[[], StageOutcome]
 ) -> StageOutcome:
-    outcome = _guarded(sandbox, body)
+    outcome = guarded(sandbox, body)
     if outcome.verdict != FAIL:
         return outcome
     key = outcome.error or outcome.message
@@ -361,7 +424,7 @@ def _once(
     return outcome
 
 
-def _guarded(sandbox: Sandbox, body: Callable[[], StageOutcome]) -> StageOutcome:
+def guarded(sandbox: Sandbox, body: Callable[[], StageOutcome]) -> StageOutcome:
     """Run a stage; a dead learner process, a reply whose values cannot be read (the
     stages decode what the learner's process sent) or a patch of torch turns it into
     a failure."""

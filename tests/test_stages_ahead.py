@@ -1,0 +1,139 @@
+"""A check on its own uses both CPUs: a second learner process of the file runs the
+stages that call backward directly (contract, stability, gradcheck) while the first
+runs the others (trusted/ahead.py). Every stage is still reported in its turn, as
+sealed and as watched as before; each test names the guard it proves."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.test_truth import SAVES_OUTPUT, check, first_failure, service, sigmoid
+from trainer.checking.report import Verdict
+from trainer.checking.trusted.ahead import AHEAD, stages_ahead
+
+__all__ = ["service"]  # the fixture, shared with test_truth
+
+# Each process prints its own token: one drawn as the file is imported.
+TOKENS = """
+import os
+import torch
+
+TOKEN = os.urandom(6).hex()
+
+
+class MySigmoid(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.sigmoid(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        print("backward in", TOKEN)
+        (y,) = ctx.saved_tensors
+        return grad_output * y * (1 - y)
+"""
+
+
+def _tokens(printed: str) -> set[str]:
+    return {line.split()[-1] for line in printed.splitlines() if line.startswith("backward in")}
+
+
+def test_a_check_on_its_own_runs_the_direct_calls_in_a_second_process(service, tmp_path):
+    """Backward parity runs in the first process, the contract in the second: each
+    prints its own token, and each stage shows what its process printed (the second
+    process's output is kept apart and written under its stage in its turn)."""
+    report = check(service, tmp_path, "sigmoid", TOKENS)
+    assert report.passed
+    first = _tokens(report.output_by_stage.get("backward", ""))
+    second = _tokens(report.output_by_stage.get("contract", ""))
+    assert len(first) == 1 and len(second) == 1, report.output_by_stage.keys()
+    assert first != second
+    assert _tokens(report.output_by_stage.get("gradcheck", "")) == second
+
+
+# Derives by autograd only once the learner process has answered 20 backward calls (the
+# first process answers 13: backward parity and two of "Derived by hand"; the second, 70).
+DERIVES_IN_THE_CONTRACT = sigmoid(
+    SAVES_OUTPUT,
+    """
+    import builtins
+    (y,) = ctx.saved_tensors
+    answered = torch._C._current_graph_task_id() == -1  # a backward call, not the engine's
+    builtins.answered = getattr(builtins, "answered", 0) + answered
+    if builtins.answered > 20:
+        with torch.enable_grad():
+            x = torch.logit(y.detach()).requires_grad_()
+            (g,) = torch.autograd.grad(torch.sigmoid(x), x, grad_output)
+        return g
+    return grad_output * y * (1 - y)
+    """,
+)
+
+
+def test_a_derivation_only_the_second_process_sees_fails_derived_by_hand(service, tmp_path):
+    """Every value is right; only the second process's watch sees the autograd pass.
+    "Derived by hand" reports it: remove the look at ``also_watched`` in by_hand.py
+    and this file passes."""
+    stage, message, mistake = first_failure(
+        check(service, tmp_path, "sigmoid", DERIVES_IN_THE_CONTRACT)
+    )
+    assert stage == "by_hand"
+    assert "torch.autograd.grad" in message
+    assert mistake == "derived_by_torch"
+
+
+# Slow when called directly (the second process's stages), and ends its process at
+# its 200th forward: in the first process, during the 500 calls in a row, which that
+# process runs early while it waits for the contract.
+ENDS_DURING_THE_CALLS = sigmoid(
+    """
+    import builtins, os
+    builtins.forwards = getattr(builtins, "forwards", 0) + 1
+    if builtins.forwards == 200:
+        os._exit(0)
+    y = torch.sigmoid(x)
+    ctx.save_for_backward(y)
+    return y
+    """,
+    """
+    import time
+    if torch._C._current_graph_task_id() == -1:
+        time.sleep(0.01)
+    (y,) = ctx.saved_tensors
+    return grad_output * y * (1 - y)
+    """,
+)
+
+
+def test_a_process_ending_in_a_stage_run_early_has_the_stages_before_it_said(service, tmp_path):
+    """The contract comes from the second process, then "Calls as in training" fails
+    with the first process's end, and only the stages after it are skipped. Block the
+    stages as soon as the first process is gone (drop ``and not early`` in
+    run_stages) and the contract is skipped, the failure said as a skip."""
+    report = check(service, tmp_path, "sigmoid", ENDS_DURING_THE_CALLS)
+    verdicts = {s.id: s.verdict for s in report.stages}
+    assert verdicts["contract"] is Verdict.PASS
+    state = next(s for s in report.stages if s.id == "state")
+    assert state.verdict is Verdict.FAIL and "os._exit" in state.message
+    assert verdicts["stability"] is Verdict.SKIP and verdicts["gradcheck"] is Verdict.SKIP
+
+
+@pytest.mark.parametrize(
+    ("stop_after_failure", "alone", "expected"),
+    [(False, True, list(AHEAD)), (True, True, []), (False, False, [])],
+)
+def test_only_a_full_check_on_its_own_uses_a_second_process(
+    stop_after_failure, alone, expected, monkeypatch
+):
+    """A run that stops at its first failure (validate's wrong variants) rarely reaches
+    those stages, and beside other checks (grade, validate) every CPU is busy."""
+    monkeypatch.setattr("os.sched_getaffinity", lambda _pid: {0, 1})
+    stages = ["load", "forward", "backward", *AHEAD, "state", "by_hand"]
+    assert stages_ahead(stop_after_failure, alone, stages) == expected
+
+
+def test_a_machine_with_one_cpu_never_uses_a_second_process(monkeypatch):
+    monkeypatch.setattr("os.sched_getaffinity", lambda _pid: {0})
+    assert stages_ahead(False, True, ["load", *AHEAD]) == []
