@@ -5,13 +5,30 @@ sealed and as watched as before; each test names the guard it proves."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import pytest
 
+from tests.conftest import CATALOG
 from tests.test_truth import SAVES_OUTPUT, check, first_failure, service, sigmoid
-from trainer.checking.report import Verdict
+from trainer.checking.report import CheckReport, Verdict
+from trainer.checking.runner import CheckingService, run_check
 from trainer.checking.trusted.ahead import AHEAD, stages_ahead
 
 __all__ = ["service"]  # the fixture, shared with test_truth
+
+
+def split_check(service: CheckingService, tmp_path: Path, source: str) -> CheckReport:
+    """A check of sigmoid with its second process, even beside the other test worker's
+    checks (which claim CPUs: the test of that is the last one here)."""
+    path = tmp_path / "sigmoid.py"
+    path.write_text(textwrap.dedent(source), encoding="utf-8")
+    return run_check(CATALOG.get("sigmoid"), path, service=service, second_process=True)
+
 
 # Each process prints its own token: one drawn as the file is imported.
 TOKENS = """
@@ -44,7 +61,7 @@ def test_a_check_on_its_own_runs_the_direct_calls_in_a_second_process(service, t
     """Backward parity runs in the first process, the contract in the second: each
     prints its own token, and each stage shows what its process printed (the second
     process's output is kept apart and written under its stage in its turn)."""
-    report = check(service, tmp_path, "sigmoid", TOKENS)
+    report = split_check(service, tmp_path, TOKENS)
     assert report.passed
     first = _tokens(report.output_by_stage.get("backward", ""))
     second = _tokens(report.output_by_stage.get("contract", ""))
@@ -112,7 +129,7 @@ def test_a_process_ending_in_a_stage_run_early_has_the_stages_before_it_said(ser
     with the first process's end, and only the stages after it are skipped. Block the
     stages as soon as the first process is gone (drop ``and not early`` in
     run_stages) and the contract is skipped, the failure said as a skip."""
-    report = check(service, tmp_path, "sigmoid", ENDS_DURING_THE_CALLS)
+    report = split_check(service, tmp_path, ENDS_DURING_THE_CALLS)
     verdicts = {s.id: s.verdict for s in report.stages}
     assert verdicts["contract"] is Verdict.PASS
     state = next(s for s in report.stages if s.id == "state")
@@ -137,3 +154,40 @@ def test_only_a_full_check_on_its_own_uses_a_second_process(
 def test_a_machine_with_one_cpu_never_uses_a_second_process(monkeypatch):
     monkeypatch.setattr("os.sched_getaffinity", lambda _pid: {0})
     assert stages_ahead(False, True, ["load", *AHEAD]) == []
+
+
+def test_a_check_beside_another_anywhere_uses_one_process(service, tmp_path):
+    """CPUs are claimed machine-wide (a lock file per CPU, held while a check runs): a
+    check that cannot claim two, because another service's check holds one, runs
+    every stage in its first process. Ignore the claims (split whenever the CLI says
+    the check is alone) and the contract prints the second process's token."""
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import json, time\n"
+            "from trainer.checking import processes\n"
+            "held = []\n"
+            "for _ in range(2000):  # the other test worker's checks claim CPUs too\n"
+            "    held += [c for c in [processes.claim_a_cpu()] if c is not None]\n"
+            "    if held:\n"
+            "        break\n"
+            "    time.sleep(0.01)\n"
+            "print(json.dumps(held), flush=True)\n"
+            "time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None
+        assert json.loads(holder.stdout.readline()), "no CPU could be claimed"
+        report = check(service, tmp_path, "sigmoid", TOKENS)
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+    assert report.passed
+    first = _tokens(report.output_by_stage.get("backward", ""))
+    assert _tokens(report.output_by_stage.get("contract", "")) == first

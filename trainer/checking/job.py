@@ -36,6 +36,9 @@ class Job:
     # The stages to run besides load, by id; empty: every stage of the exercise.
     only_stages: list[str] = field(default_factory=list)
     draw_always: bool = False
+    # A second learner process for some stages (trusted/ahead.py): None, when the check
+    # runs alone and two CPUs are free; False, never; True, whenever there are two CPUs.
+    second_process: bool | None = None
     confine: dict[str, Any] = field(default_factory=dict)  # host protection's settings
 
     def to_wire(self) -> dict[str, Any]:

@@ -206,12 +206,29 @@ def share_a_cpu(pids: Collection[int]) -> int | None:
     A check is a conversation: the checker asks, the learner's process answers, one
     waits while the other works. On one CPU each wakes the other where it already
     runs; on two, every call crosses CPUs (~15% more CPU time, more under a
-    hypervisor). The CPU is claimed with an exclusive lock on a file per CPU, held
-    as long as this process lives (the kernel drops it when the process ends, however
-    it ends), so checks in other services and other processes pick other CPUs.
-    This one's own CPU comes first. Returns the CPU, or None: every CPU is taken
-    (more checks than CPUs: the scheduler spreads them), or pinning is not possible.
+    hypervisor). The CPU is claimed (:func:`claim_a_cpu`), so checks in other
+    services and other processes pick other CPUs. Returns the CPU, or None: every
+    CPU is taken (more checks than CPUs: the scheduler spreads them), or pinning is
+    not possible.
     """
+    cpu = claim_a_cpu()
+    return cpu if cpu is not None and pin(cpu, pids) else None
+
+
+def pin(cpu: int, pids: Collection[int]) -> bool:
+    """Run this process (its calling thread) and ``pids`` on ``cpu`` only."""
+    with contextlib.suppress(OSError):
+        for pid in (0, *pids):
+            os.sched_setaffinity(pid, {cpu})
+        return True
+    return False
+
+
+def claim_a_cpu() -> int | None:
+    """A CPU no other check of this user has claimed, claimed for this one: an exclusive
+    lock on a file per CPU, held as long as this process lives (the kernel drops it when
+    the process ends, however it ends). This one's own CPU comes first. None: every CPU
+    is claimed, or this machine cannot say (then nothing is claimed)."""
     if not hasattr(os, "sched_setaffinity"):
         return None
     try:
@@ -237,11 +254,7 @@ def share_a_cpu(pids: Collection[int]) -> int | None:
             os.close(fd)
             continue
         _HELD.append(fd)  # held until this process ends
-        with contextlib.suppress(OSError):
-            for pid in (0, *pids):
-                os.sched_setaffinity(pid, {cpu})
-            return cpu
-        return None
+        return cpu
     return None
 
 

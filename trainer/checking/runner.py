@@ -410,6 +410,7 @@ def run_check(
     catalogue_file: bool = False,
     output_file: Path | None = None,
     only_stages: Sequence[str] = (),
+    second_process: bool | None = None,
 ) -> CheckReport:
     """Check ``file`` against ``exercise`` and return the report, as ``feedback``
     (a level of :mod:`trainer.checking.feedback`) lets it be read.
@@ -423,6 +424,9 @@ def run_check(
     (validation needs no more); with ``only_stages``, only those stages (and load) run (a
     reference solution's follow-up, once its other stages passed). With ``output_file``, all the learner's code printed
     is written there (up to OUTPUT_FILE_LIMIT bytes), not only the tails the report keeps.
+    ``second_process`` (trusted/ahead.py): None, a second learner process runs some
+    stages when the check runs alone and two CPUs are free; False, never; True,
+    whenever the machine has two CPUs, even beside other checks.
     """
     started = time.monotonic()
     refused = refusal(file, catalogue_file)
@@ -444,7 +448,7 @@ def run_check(
             report = _check(
                 exercise, file, raw, source, started, seed, timeout, solution, double_backward,
                 service, memory_limit_mb, stop_after_failure, limits, draw_always, output_file,
-                only_stages,
+                only_stages, second_process,
             )  # fmt: skip
         except (TrainerError, OSError):  # the user's to fix: said as such
             raise
@@ -517,6 +521,7 @@ def _check(
     draw_always: bool,
     output_file: Path | None = None,
     only_stages: Sequence[str] = (),
+    second_process: bool | None = None,
 ) -> CheckReport:
     token = secrets.token_hex(16)
     job = Job(
@@ -533,6 +538,7 @@ def _check(
         only_stages=list(only_stages),
         more_checks=service is not None,
         draw_always=draw_always,
+        second_process=second_process,
         confine=(limits or HostLimits()).for_job(timeout, _exercise_folders(exercise, solution)),
         token=token,
         output_mark=secrets.token_hex(8),

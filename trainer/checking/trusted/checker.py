@@ -144,13 +144,24 @@ def run(
         more=job.more_checks,
     )
     # Before this process is pinned to one CPU: whether a second one is there.
-    split = ahead.stages_ahead(job.stop_after_failure, alone, [s.id for s in stages_to_run])
+    wanted = job.second_process
+    split = ahead.stages_ahead(
+        job.stop_after_failure, alone or wanted is True, [s.id for s in stages_to_run]
+    )
+    if wanted is False:
+        split = []
     sandbox = start()
     if sandbox.pid:
         from trainer.checking import processes
 
-        if not split:  # a conversation on one CPU; with a second process, both are used
-            processes.share_a_cpu([sandbox.pid])
+        # A conversation on one CPU; two CPUs no other check (of any service) runs on
+        # for a check with a second process, unpinned: the two conversations share them.
+        claimed = [processes.claim_a_cpu() for _ in range(2 if split else 1)]
+        cpus = [cpu for cpu in claimed if cpu is not None]
+        if len(cpus) < 2 and wanted is not True:
+            split = []
+            if cpus:
+                processes.pin(cpus[0], [sandbox.pid])
         channel.send(type="learner", pid=sandbox.pid)
     second: tuple[Sandbox, int] | None = None
     if split:
