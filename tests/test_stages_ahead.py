@@ -191,3 +191,29 @@ def test_a_check_beside_another_anywhere_uses_one_process(service, tmp_path):
     assert report.passed
     first = _tokens(report.output_by_stage.get("backward", ""))
     assert _tokens(report.output_by_stage.get("contract", "")) == first
+
+
+PRINTS_EACH_CALL = sigmoid(
+    SAVES_OUTPUT,
+    """
+    print("backward of", tuple(grad_output.shape), grad_output.dtype)
+    (y,) = ctx.saved_tensors
+    return grad_output * y * (1 - y)
+    """,
+)
+
+
+def test_what_the_second_process_prints_is_marked_run_by_run_as_in_one_process(service, tmp_path):
+    """A failure shows what the code printed for its case: the second process's runs
+    are marked in its output as the first process's are. Drop the sink's marks (in
+    ahead.py) and only whole stages are marked."""
+    path = tmp_path / "sigmoid.py"
+    path.write_text(PRINTS_EACH_CALL, encoding="utf-8")
+    apart, together = (
+        run_check(CATALOG.get("sigmoid"), path, service=service, second_process=split)
+        for split in (True, False)
+    )
+    ahead = {k: v for k, v in apart.output_by_stage.items() if k.split("|")[0] in AHEAD}
+    alone = {k: v for k, v in together.output_by_stage.items() if k.split("|")[0] in AHEAD}
+    assert any("|" in key for key in alone)
+    assert ahead == alone

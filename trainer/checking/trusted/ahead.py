@@ -38,7 +38,14 @@ from typing import Any
 
 from trainer.checking.report import Verdict
 from trainer.checking.trusted.proxy import Sandbox, proxy_function
-from trainer.checking.trusted.stages import FAIL, Checked, StageOutcome, guarded
+from trainer.checking.trusted.stages import (
+    ELSEWHERE,
+    FAIL,
+    Checked,
+    StageOutcome,
+    guarded,
+    output_mark,
+)
 
 # The stages a second process runs, in the order they are reported: those that call
 # the learner's methods directly and many times, and need nothing of the stages
@@ -80,6 +87,7 @@ class _NoVerdicts(dict[str, Verdict]):
 class _Done:
     outcome: StageOutcome
     printed: tuple[int, int]  # what the process printed during the stage: from, to
+    runs: list[tuple[str, int]]  # where each of its runs began in it: label, from
 
 
 class StagesAhead:
@@ -122,16 +130,19 @@ class StagesAhead:
         from trainer.checking.trusted.by_hand import by_hand_stage
 
         sandbox = self._sandbox
+        runs: list[tuple[str, int]] = []
+        ELSEWHERE.sink = lambda label: runs.append((label, self._printed_so_far()))
         try:
             if not sandbox.alive or sandbox.load().problem is not None:
                 return  # the first process says why, in the load stage
             sandbox.reset()
             for stage, body in self._bodies.items():
                 start, started = self._printed_so_far(), time.monotonic()
+                runs = []
                 outcome = guarded(sandbox, functools.partial(body, self._checked))
                 outcome.seconds = time.monotonic() - started
                 with self._changed:
-                    self._done[stage] = _Done(outcome, (start, self._printed_so_far()))
+                    self._done[stage] = _Done(outcome, (start, self._printed_so_far()), runs)
                     self._changed.notify_all()
                 if sandbox.alive:
                     sandbox.reset()
@@ -189,10 +200,14 @@ class StagesAhead:
         if done is None or _level(self._sandbox.protection) != _level(first.protection):
             return None
         start, end = done.printed
-        shown = bytes(self._printed[start:end])
+        shown = bytearray()
+        for label, begins in done.runs:  # each run's mark where the run began
+            shown += self._printed[start:begins] + output_mark(stage, label)
+            start = begins
+        shown += self._printed[start:end]
         if end > KEPT_OUTPUT:
-            shown += f"\n[{end - max(start, KEPT_OUTPUT):,} more bytes printed: cut]\n".encode()
-        _write_all(shown)
+            shown += f"\n[{end - max(done.printed[0], KEPT_OUTPUT):,} more bytes printed: cut]\n".encode()
+        _write_all(bytes(shown))
         return done.outcome
 
     def may_run_early(self, stage: str) -> bool:

@@ -113,22 +113,31 @@ class Failure:
 # The job's output mark and the stage running: what the learner's code prints
 # after a mark belongs to that stage and run (see runner._Collected.add_output).
 _OUTPUT: dict[str, str] = {"mark": "", "stage": ""}
+# A thread that runs stages ahead (:mod:`ahead`) has an output of its own: its runs'
+# marks go to its ``sink`` (the run's label), to be written with that output later.
+ELSEWHERE = threading.local()
+
+
+def output_mark(stage: str, label: str = "") -> bytes:
+    """The line that marks what follows on the output as ``stage``'s (and a run's)."""
+    return f"{OUTPUT_MARK}{_OUTPUT['mark']} {stage}{f'|{label}' if label else ''}\n".encode()
 
 
 def mark_output(run: Run | None = None, stage: str | None = None) -> None:
     """Write the mark that attributes what follows on the output to a stage and a run.
-    Only the main thread's stages mark: a stage run ahead (:mod:`ahead`) has its own
-    output, shown under its stage when its turn comes."""
+    In a thread that runs stages ahead, a run's mark goes to that thread's sink."""
     if threading.current_thread() is not threading.main_thread():
+        sink = getattr(ELSEWHERE, "sink", None)
+        if sink is not None and run is not None:
+            sink(run.label)
         return
     if stage is not None:
         _OUTPUT["stage"] = stage
     if not _OUTPUT["mark"]:
         return
-    label = f"|{run.label}" if run is not None else ""
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()
-        os.write(1, f"{OUTPUT_MARK}{_OUTPUT['mark']} {_OUTPUT['stage']}{label}\n".encode())
+        os.write(1, output_mark(_OUTPUT["stage"], run.label if run is not None else ""))
 
 
 def summarise(failures: list[Failure], total: int, success: str) -> StageOutcome:
