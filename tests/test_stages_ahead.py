@@ -58,12 +58,12 @@ def _tokens(printed: str) -> set[str]:
 
 
 def test_a_check_on_its_own_runs_the_direct_calls_in_a_second_process(service, tmp_path):
-    """Backward parity runs in the first process, the contract in the second: each
-    prints its own token, and each stage shows what its process printed (the second
-    process's output is kept apart and written under its stage in its turn)."""
+    """The 500 calls in a row run in the first process, the contract in the second:
+    each prints its own token, and each stage shows what its process printed (the
+    second process's output is kept apart and written under its stage in its turn)."""
     report = split_check(service, tmp_path, TOKENS)
     assert report.passed
-    first = _tokens(report.output_by_stage.get("backward", ""))
+    first = _tokens(report.output_by_stage.get("state", ""))
     second = _tokens(report.output_by_stage.get("contract", ""))
     assert len(first) == 1 and len(second) == 1, report.output_by_stage.keys()
     assert first != second
@@ -71,7 +71,8 @@ def test_a_check_on_its_own_runs_the_direct_calls_in_a_second_process(service, t
 
 
 # Derives by autograd only once the learner process has answered 20 backward calls (the
-# first process answers 13: backward parity and two of "Derived by hand"; the second, 70).
+# first process answers two, for "Derived by hand"; the second, 80: backward parity,
+# the contract, stability and gradcheck).
 DERIVES_IN_THE_CONTRACT = sigmoid(
     SAVES_OUTPUT,
     """
@@ -139,7 +140,11 @@ def test_a_process_ending_in_a_stage_run_early_has_the_stages_before_it_said(ser
 
 @pytest.mark.parametrize(
     ("stop_after_failure", "alone", "expected"),
-    [(False, True, list(AHEAD)), (True, True, []), (False, False, [])],
+    [
+        (False, True, ["backward", "contract", "stability", "gradcheck"]),
+        (True, True, []),
+        (False, False, []),
+    ],
 )
 def test_only_a_full_check_on_its_own_uses_a_second_process(
     stop_after_failure, alone, expected, monkeypatch
@@ -147,8 +152,8 @@ def test_only_a_full_check_on_its_own_uses_a_second_process(
     """A run that stops at its first failure (validate's wrong variants) rarely reaches
     those stages, and beside other checks (grade, validate) every CPU is busy."""
     monkeypatch.setattr("os.sched_getaffinity", lambda _pid: {0, 1})
-    stages = ["load", "forward", "backward", *AHEAD, "state", "by_hand"]
-    assert stages_ahead(stop_after_failure, alone, stages) == expected
+    stages = ["load", "forward", "backward", "contract", "state", "stability", "gradcheck"]
+    assert stages_ahead(stop_after_failure, alone, [*stages, "by_hand"]) == expected
 
 
 def test_a_machine_with_one_cpu_never_uses_a_second_process(monkeypatch):
@@ -189,7 +194,7 @@ def test_a_check_beside_another_anywhere_uses_one_process(service, tmp_path):
         if holder.stdout is not None:
             holder.stdout.close()
     assert report.passed
-    first = _tokens(report.output_by_stage.get("backward", ""))
+    first = _tokens(report.output_by_stage.get("state", ""))
     assert _tokens(report.output_by_stage.get("contract", "")) == first
 
 
@@ -217,3 +222,17 @@ def test_what_the_second_process_prints_is_marked_run_by_run_as_in_one_process(s
     alone = {k: v for k, v in together.output_by_stage.items() if k.split("|")[0] in AHEAD}
     assert any("|" in key for key in alone)
     assert ahead == alone
+
+
+def test_a_formula_wrong_on_every_call_is_not_blamed_on_state_with_backward_ahead(
+    service, tmp_path
+):
+    """Backward parity runs in the second process; the 500 calls, run early in the
+    first, read its verdict from there (waited for). Read only the verdicts reported
+    so far (drop VerdictsSoFar's look ahead) and state gets the blame's other words."""
+    report = split_check(
+        service, tmp_path, sigmoid(SAVES_OUTPUT, "(y,) = ctx.saved_tensors\nreturn y * (1 - y)\n")
+    )
+    assert first_failure(report)[0] == "backward"
+    state = next(s for s in report.stages if s.id == "state")
+    assert "every one of the" in state.message and "as Backward parity shows" in state.message

@@ -8,7 +8,8 @@
     checking server (torch)              server.py
      │  forks first, before any job:
      ├──► learner zygote                 learner/zygote.py
-     │      │ forks one per check, on a checker's request
+     │      │ forks one per check (two for a check on its own with two
+     │      │ free CPUs: trusted/ahead.py), on a checker's request
      │      ▼
      │    learner process                learner/serve.py, loading.py, guard.py
      │      runs the learner's file; answers forward/backward calls

@@ -47,11 +47,10 @@ from trainer.checking.trusted.stages import (
     output_mark,
 )
 
-# The stages a second process runs, in the order they are reported: those that call
-# the learner's methods directly and many times, and need nothing of the stages
-# before them. With them out of the way the first process runs load, forward,
-# backward and the 500 calls of "Calls as in training", about as long.
-AHEAD = ("contract", "stability", "gradcheck")
+# The stages a second process runs, in the order they are reported: they need nothing
+# of the stages before them. With them out of the way the first process runs load,
+# forward and the 500 calls of "Calls as in training", about as long.
+AHEAD = ("backward", "contract", "stability", "gradcheck")
 # Stages the first process never runs before their turn: they must see every other
 # stage end first ("Derived by hand" reports what both watches saw in all of them).
 LAST = ("by_hand",)
@@ -81,6 +80,23 @@ class _NoVerdicts(dict[str, Verdict]):
 
     def __getitem__(self, key: str) -> Verdict:
         raise RuntimeError(f"a stage run ahead read the verdict of {key}")
+
+
+class VerdictsSoFar(dict[str, Verdict]):
+    """The first process's ``Checked.verdicts``: a stage run ahead whose turn has not
+    come yet (a stage the first process runs early reads it) has its verdict from
+    there, waited for."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ahead: StagesAhead | None = None
+
+    def get(self, key: str, default: Verdict | None = None) -> Verdict | None:  # type: ignore[override]
+        if key not in self and self.ahead is not None:
+            found = self.ahead.verdict(key)
+            if found is not None:
+                return found
+        return super().get(key, default)
 
 
 @dataclasses.dataclass
@@ -209,6 +225,15 @@ class StagesAhead:
             shown += f"\n[{end - max(done.printed[0], KEPT_OUTPUT):,} more bytes printed: cut]\n".encode()
         _write_all(bytes(shown))
         return done.outcome
+
+    def verdict(self, stage: str) -> Verdict | None:
+        """``stage``'s verdict there, once run (None: not run there)."""
+        if stage not in self.stages:
+            return None
+        with self._changed:
+            self._changed.wait_for(lambda: self.ready(stage))
+        done = self._done.get(stage)
+        return done.outcome.verdict if done is not None else None
 
     def may_run_early(self, stage: str) -> bool:
         """Whether the first process may run ``stage`` while it waits for one of these."""

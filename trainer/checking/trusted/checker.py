@@ -208,6 +208,7 @@ def run(
             channel.send(type="protection", level=sandbox.protection)
         return outcome
 
+    verdicts = ahead.VerdictsSoFar() if second else {}
     checked = Checked(
         function_class=proxy_function(sandbox, exercise),
         plan=plan,
@@ -221,11 +222,14 @@ def run(
         stop_after_failure=job.stop_after_failure,
         only_stages=frozenset(job.only_stages),
         draw_always=job.draw_always,
+        verdicts=verdicts,
     )
     early = None
     if second is not None:
         bodies = {stage: stage_body(STAGE_BY_ID[stage]) for stage in split}
         early = ahead.StagesAhead(checked, *second, bodies)
+        if isinstance(verdicts, ahead.VerdictsSoFar):
+            verdicts.ahead = early
         checked.also_watched = early.by_hand
 
     def announce(stage: str) -> None:  # a stage run before its turn starts now
