@@ -236,3 +236,42 @@ def test_a_formula_wrong_on_every_call_is_not_blamed_on_state_with_backward_ahea
     assert first_failure(report)[0] == "backward"
     state = next(s for s in report.stages if s.id == "state")
     assert "every one of the" in state.message and "as Backward parity shows" in state.message
+
+
+def test_a_hang_in_a_stage_run_ahead_is_said_of_that_stage(service, tmp_path):
+    """Backward hangs in both processes: in the second during backward parity, in the
+    first during the 500 calls it runs early. The timeout names the first stage
+    started and not ended, whichever process ran it: remove the runner's list of
+    started stages (it kept the last one) and "Calls as in training" is named."""
+    path = tmp_path / "sigmoid.py"
+    path.write_text(sigmoid(SAVES_OUTPUT, "while True:\n    pass\n"), encoding="utf-8")
+    report = run_check(
+        CATALOG.get("sigmoid"), path, service=service, second_process=True, timeout=2.5
+    )
+    failure = report.first_failure
+    assert failure is not None and failure.id == "backward", report.stages
+    assert "timed out" in failure.message
+
+
+def test_a_second_process_ending_in_its_stage_skips_the_stages_after_it(service, tmp_path):
+    """Backward, called by the checker (backward parity, in the second process), ends
+    its process; the first process is alive, but as with one process every stage
+    after the one it ended in is skipped. Drop ``ended_in`` in run_stages and the
+    stages after it run, or fail with the process's end said again."""
+    path = tmp_path / "sigmoid.py"
+    source = sigmoid(
+        SAVES_OUTPUT,
+        """
+        import os
+        if torch._C._current_graph_task_id() == -1:
+            os._exit(0)
+        (y,) = ctx.saved_tensors
+        return grad_output * y * (1 - y)
+        """,
+    )
+    path.write_text(source, encoding="utf-8")
+    report = run_check(CATALOG.get("sigmoid"), path, service=service, second_process=True)
+    verdicts = [(s.id, s.verdict) for s in report.stages]
+    at = [s for s, _ in verdicts].index("backward")
+    assert verdicts[at][1] is Verdict.FAIL
+    assert all(v is Verdict.SKIP for _, v in verdicts[at + 1 :]), verdicts

@@ -296,7 +296,9 @@ def _wait_for_ending() -> None:
 class _Collected:
     stage_ids: list[str] = field(default_factory=lambda: list(REQUIRED_STAGES))
     stages: dict[str, StageResult] = field(default_factory=dict)
-    running: str | None = None  # the stage the checker said it started last
+    # The stages the checker said it started and has not ended (a check with a second
+    # learner process runs two at once), in the order they started.
+    running: list[str] = field(default_factory=list)
     learner_pids: list[int] = field(default_factory=list)  # a check may use two
     ready: bool = False
     done: bool = False
@@ -339,13 +341,15 @@ class _Collected:
         elif kind == "bug":
             self.bug = str(message.get("where")), str(message.get("traceback"))
         elif kind == "stage-start":
-            self.running = str(message.get("stage"))
+            started = str(message.get("stage"))
+            if started not in self.running:
+                self.running.append(started)
         elif kind == "stage-end":
             result = message.get("result")
             if isinstance(result, dict):
                 stage = StageResult.from_dict(result)
                 self.stages[stage.id] = stage
-                self.running = None
+                self.running = [r for r in self.running if r != stage.id]
             for note in message.get("notes", []):
                 if str(note) not in self.notes:
                     self.notes.append(str(note))
@@ -728,8 +732,10 @@ def _stages(
         if stopped or collected.done:
             stages.append(StageResult(stage, Verdict.SKIP, "skipped: the check stopped"))
             continue
-        # The stage the checker said it started; before any word, the first without a result.
-        if collected.running not in (None, stage) and collected.running in collected.stage_ids:
+        # The first stage the checker said it started and did not end; before any word,
+        # the first without a result.
+        started = [r for r in collected.running if r in collected.stage_ids]
+        if started and stage not in started:
             stages.append(StageResult(stage, Verdict.SKIP, "skipped: the check stopped"))
             continue
         if timed_out:

@@ -24,13 +24,10 @@ in its turn in the first process, as it always did.
 
 from __future__ import annotations
 
-import array
 import contextlib
 import dataclasses
-import fcntl
 import functools
 import os
-import termios
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -104,12 +101,15 @@ class _Done:
     outcome: StageOutcome
     printed: tuple[int, int]  # what the process printed during the stage: from, to
     runs: list[tuple[str, int]]  # where each of its runs began in it: label, from
+    ended: str | None  # how the process ended during the stage, if it did
 
 
 class StagesAhead:
     """``stages`` run in ``sandbox`` (a second learner process of the file), on a thread
     of their own from now on; ``output`` is the read end of what that process prints;
-    ``bodies`` the stages' bodies by id: stages that read no earlier stage's verdict."""
+    ``bodies`` the stages' bodies by id: stages that read no earlier stage's verdict;
+    ``started`` says that one starts there (a timeout is then said of the first stage
+    started and not ended, in either process)."""
 
     def __init__(
         self,
@@ -117,6 +117,7 @@ class StagesAhead:
         sandbox: Sandbox,
         output: int,
         bodies: dict[str, Callable[[Checked], StageOutcome]],
+        started: Callable[[str], None] = lambda stage: None,
     ) -> None:
         self.stages = tuple(bodies)
         self._sandbox = sandbox
@@ -127,18 +128,22 @@ class StagesAhead:
             verdicts=_NoVerdicts(),
         )
         self._bodies = bodies
+        self._started = started
         self._done: dict[str, _Done] = {}
         self._finished = threading.Event()  # every stage run, or given up
         self._changed = threading.Condition()
         self._by_hand: StageOutcome | None = None
         self._error: BaseException | None = None
+        # What it prints is read by the thread, as it waits for each reply and once
+        # the reply has come (the process flushes its output before it replies): all
+        # a call printed is read before the next call, to the byte.
         self._output = output
+        os.set_blocking(output, False)
+        sandbox.also_read(output, self._read)
         self._printed = bytearray()  # the first KEPT_OUTPUT bytes it printed
         self._seen = 0  # bytes it printed, kept or not
         self._running = threading.Thread(target=self._run, name="stages ahead", daemon=True)
-        self._reading = threading.Thread(target=self._read, name="their output", daemon=True)
         self._running.start()
-        self._reading.start()
 
     # -- the thread ---------------------------------------------------------------------
 
@@ -153,12 +158,15 @@ class StagesAhead:
                 return  # the first process says why, in the load stage
             sandbox.reset()
             for stage, body in self._bodies.items():
+                self._started(stage)
                 start, started = self._printed_so_far(), time.monotonic()
                 runs = []
                 outcome = guarded(sandbox, functools.partial(body, self._checked))
                 outcome.seconds = time.monotonic() - started
                 with self._changed:
-                    self._done[stage] = _Done(outcome, (start, self._printed_so_far()), runs)
+                    printed = (start, self._printed_so_far())
+                    ended = None if sandbox.alive else sandbox.ended
+                    self._done[stage] = _Done(outcome, printed, runs, ended)
                     self._changed.notify_all()
                 if sandbox.alive:
                     sandbox.reset()
@@ -169,37 +177,33 @@ class StagesAhead:
         finally:
             with contextlib.suppress(Exception):
                 sandbox.stop()
+            self._read()
+            with contextlib.suppress(OSError):
+                os.close(self._output)
             with self._changed:
                 self._finished.set()
                 self._changed.notify_all()
 
     def _printed_so_far(self) -> int:
-        """The bytes the process has printed until now, all read: it flushes its output
-        before each reply, so what is still in the pipe is read first."""
-        pending = array.array("i", [0])
-        for _ in range(200):
-            try:
-                fcntl.ioctl(self._output, termios.FIONREAD, pending, True)
-            except OSError:
-                break
-            if not pending[0]:
-                break
-            time.sleep(0.0005)
+        """The bytes the process has printed until now (its last reply is in: all it
+        printed before it is in the pipe)."""
+        self._read()
         return self._seen
 
-    def _read(self) -> None:
+    def _read(self) -> bool:
+        """Read what is in the pipe now, without waiting; False at its end."""
         while True:
             try:
                 chunk = os.read(self._output, 1 << 16)
+            except BlockingIOError:
+                return True
             except OSError:
-                break
+                return False
             if not chunk:
-                break
+                return False
             room = max(0, KEPT_OUTPUT - len(self._printed))
             self._printed += chunk[:room]
             self._seen += len(chunk)
-        with contextlib.suppress(OSError):
-            os.close(self._output)
 
     # -- the stages' turns ----------------------------------------------------------------
 
@@ -225,6 +229,12 @@ class StagesAhead:
             shown += f"\n[{end - max(done.printed[0], KEPT_OUTPUT):,} more bytes printed: cut]\n".encode()
         _write_all(bytes(shown))
         return done.outcome
+
+    def ended_in(self, stage: str) -> str | None:
+        """How the process ended during ``stage``, if it did (then, as with one process,
+        the stages after it cannot run)."""
+        done = self._done.get(stage)
+        return done.ended if done is not None else None
 
     def verdict(self, stage: str) -> Verdict | None:
         """``stage``'s verdict there, once run (None: not run there)."""

@@ -15,6 +15,7 @@ import importlib
 import json
 import os
 import socket
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -34,9 +35,11 @@ class Channel:
     def __init__(self, fd: int, token: str) -> None:
         self._fd = fd
         self._token = token
+        self._lock = threading.Lock()  # a second thread runs stages ahead (ahead.py)
 
     def send(self, **message: Any) -> None:
-        transport.send(self._fd, {**message, "token": self._token})
+        with self._lock:
+            transport.send(self._fd, {**message, "token": self._token})
 
 
 def warm_up() -> None:
@@ -227,7 +230,12 @@ def run(
     early = None
     if second is not None:
         bodies = {stage: stage_body(STAGE_BY_ID[stage]) for stage in split}
-        early = ahead.StagesAhead(checked, *second, bodies)
+        early = ahead.StagesAhead(
+            checked,
+            *second,
+            bodies,
+            started=lambda stage: channel.send(type="stage-start", stage=stage),
+        )
         if isinstance(verdicts, ahead.VerdictsSoFar):
             verdicts.ahead = early
         checked.also_watched = early.by_hand

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import select
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,15 @@ class Sandbox:
         # forward's parameters with defaults, as loading found them (-1: *args): backward
         # may return a trailing None for each, as autograd allows
         self.optional_inputs = 0
+        # A descriptor read while a reply is awaited (the process's own output pipe,
+        # for a second process: trusted/ahead.py), and how.
+        self._also: tuple[int, Callable[[], bool]] | None = None
+
+    def also_read(self, fd: int, read: Callable[[], bool]) -> None:
+        """While waiting for a reply, ``read()`` whenever ``fd`` is readable (a process
+        that fills a pipe nobody reads would never reply); ``read`` says False at the
+        pipe's end, and ``fd`` is not watched after that."""
+        self._also = fd, read
 
     @contextlib.contextmanager
     def layouts(self, inputs: str = "plain", grads: str = "plain") -> Iterator[None]:
@@ -198,8 +207,17 @@ class Sandbox:
         # A learner's code may fork and keep the socket open after its process
         # died: watch the zygote's word on the process too, not only the socket.
         assert self._calls is not None and self._control is not None
-        ready, _, _ = select.select([self._calls, self._control], [], [])
-        if self._calls in ready:
+        calls, control = self._calls.fileno(), self._control.fileno()
+        while True:
+            also = [self._also[0]] if self._also is not None else []
+            ready, _, _ = select.select([calls, control, *also], [], [])
+            if self._also is not None and self._also[0] in ready:
+                if not self._also[1]():
+                    self._also = None
+                if len(ready) == 1:
+                    continue
+            break
+        if calls in ready:
             return
         self.ended = self._ended_words()
         raise transport.PeerGone("ended")

@@ -378,7 +378,10 @@ def run_stages(
             run = functools.partial(_from_ahead, ahead, stage.id, sandbox, run)
         outcome = report(stage.id, functools.partial(_once, said, stage, sandbox, run))
         checked.verdicts[stage.id] = outcome.verdict
-        if stage.id == "load" and not outcome.passed:
+        ended = ahead.ended_in(stage.id) if ahead is not None else None
+        if ended is not None:  # the second process ended in it: as one process would
+            blocked = f"the process running your code {ended}"
+        elif stage.id == "load" and not outcome.passed:
             blocked = "the file did not load"
         elif checked.stop_after_failure and outcome.verdict == FAIL:
             blocked = "an earlier stage failed (this run stops at the first failure)"
