@@ -327,6 +327,9 @@ def validate(
                         only_stages=follow_up_stages(graded.check)
                         if kind == "follow-up" and graded is not None
                         else (),
+                        # Its checks keep every CPU busy: a second process per check
+                        # would only cost its fork and its load.
+                        second_process=False,
                     )
                     if on_done is not None:
                         futures[index].add_done_callback(lambda _: on_done())
