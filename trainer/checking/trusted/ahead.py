@@ -5,14 +5,18 @@ answers, one waits while the other works, so a check uses one CPU. On a machine 
 a second one, a check on its own asks the zygote for a second process of the same
 file, forked and sealed as the first, and runs :data:`AHEAD` there on a thread of its
 own from the start, while the first process runs the other stages. Every stage is
-still reported in its turn; a stage run ahead is waited for when its turn comes
-(for a small exercise it is long done by then). The stages run ahead need nothing
-the stages before them leave in the learner's process, only the file loaded (as
-follow-up checks, which run a few stages after load, show), nor their verdicts.
+still reported in its turn; while the first process would wait for a stage run
+ahead, it runs its own next stages early (``stages.run_stages``), and one of them
+that reads the verdict of a stage run ahead gets it from there
+(:class:`VerdictsSoFar`). The stages run ahead need nothing the stages before them
+leave in the learner's process, only the file loaded (as follow-up checks, which
+run a few stages after load, show), nor their verdicts.
 
 Only a check on its own gains: the CLI says whether other checks of its run (then
 every CPU is busy already), a run that stops at its first failure does not start
-one (its later stages rarely run), and a machine with one CPU never does.
+one (its later stages rarely run), a machine with one CPU never does, and the
+checker must claim two CPUs that no other check of this user holds
+(``processes.claim_a_cpu``: a lock file per CPU, across services and processes).
 
 The second process is watched as the first is: its derivation watch sees its import
 and every call it answers, and "Derived by hand" reports what either watch saw
