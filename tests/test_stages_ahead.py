@@ -6,10 +6,12 @@ sealed and as watched as before; each test names the guard it proves."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -138,22 +140,28 @@ def test_a_process_ending_in_a_stage_run_early_has_the_stages_before_it_said(ser
     assert verdicts["stability"] is Verdict.SKIP and verdicts["gradcheck"] is Verdict.SKIP
 
 
+AHEAD_HERE = ["backward", "contract", "stability", "gradcheck"]
+
+
 @pytest.mark.parametrize(
-    ("stop_after_failure", "alone", "expected"),
+    ("stop_after_failure", "alone", "wanted", "expected"),
     [
-        (False, True, ["backward", "contract", "stability", "gradcheck"]),
-        (True, True, []),
-        (False, False, []),
+        (False, True, None, AHEAD_HERE),
+        (True, True, None, []),
+        (False, False, None, []),
+        (False, False, True, AHEAD_HERE),
+        (False, True, False, []),
     ],
 )
 def test_only_a_full_check_on_its_own_uses_a_second_process(
-    stop_after_failure, alone, expected, monkeypatch
+    stop_after_failure, alone, wanted, expected, monkeypatch
 ):
     """A run that stops at its first failure (validate's wrong variants) rarely reaches
-    those stages, and beside other checks (grade, validate) every CPU is busy."""
+    those stages, and beside other checks (grade, validate) every CPU is busy; a job's
+    ``second_process`` forces it or forbids it."""
     monkeypatch.setattr("os.sched_getaffinity", lambda _pid: {0, 1})
     stages = ["load", "forward", "backward", "contract", "state", "stability", "gradcheck"]
-    assert stages_ahead(stop_after_failure, alone, [*stages, "by_hand"]) == expected
+    assert stages_ahead(stop_after_failure, alone, [*stages, "by_hand"], wanted) == expected
 
 
 def test_a_machine_with_one_cpu_never_uses_a_second_process(monkeypatch):
@@ -275,3 +283,58 @@ def test_a_second_process_ending_in_its_stage_skips_the_stages_after_it(service,
     at = [s for s, _ in verdicts].index("backward")
     assert verdicts[at][1] is Verdict.FAIL
     assert all(v is Verdict.SKIP for _, v in verdicts[at + 1 :]), verdicts
+
+
+class _SecondProcess:
+    """What StagesAhead uses of a Sandbox, in process: a file that loads, a protection
+    level, stages answered at once."""
+
+    pid = 0
+    alive = True
+    ended = None
+    optional_inputs = 0
+
+    def __init__(self, protection: dict[str, object]) -> None:
+        self.protection = protection
+        self.patched: list[str] = []
+
+    def load(self) -> object:
+        return type("Loaded", (), {"problem": None})()
+
+    def also_read(self, fd: int, read: object) -> None:
+        return None
+
+    def reset(self) -> None:
+        return None
+
+    def stop(self) -> None:
+        return None
+
+    def hang_up(self) -> None:
+        return None
+
+
+def test_a_second_process_protected_less_than_the_first_has_its_stages_run_in_the_first():
+    """The report names one protection level, the first process's: a stage whose
+    process was protected otherwise runs again in the first. Accept the second
+    process's outcome whatever its protection and its pass is reported."""
+    from trainer.checking.trusted.ahead import StagesAhead
+    from trainer.checking.trusted.stages import PASS, Checked, StageOutcome
+
+    full = {"level": "full", "applied": {}, "missing": {}}
+    partial = {"level": "partial", "applied": {}, "missing": {"files": "no Landlock"}}
+    checked = Checked(
+        function_class=object,  # type: ignore[arg-type]
+        plan=SimpleNamespace(runs=()),  # type: ignore[arg-type]
+        exercise=CATALOG.get("sigmoid"),
+        path=Path("sigmoid.py"),
+        sandbox=_SecondProcess(full),  # type: ignore[arg-type]
+    )
+    read, write = os.pipe()
+    os.close(write)
+    passes = {"contract": lambda _checked: StageOutcome(PASS, "ran in the second process")}
+    for second, expected in ((full, "ran in the second process"), (partial, None)):
+        ahead = StagesAhead(checked, _SecondProcess(second), os.dup(read), passes)  # type: ignore[arg-type]
+        outcome = ahead.outcome("contract", checked.sandbox)
+        assert (outcome.message if outcome else None) == expected
+    os.close(read)

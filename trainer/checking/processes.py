@@ -200,23 +200,13 @@ def exit_code(status: int) -> int:
     return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
-def share_a_cpu(pids: Collection[int]) -> int | None:
-    """Run this process and ``pids`` on one CPU that no other check of this user runs on.
+def pin(cpu: int, pids: Collection[int]) -> bool:
+    """Run this process (its calling thread) and ``pids`` on ``cpu`` only.
 
     A check is a conversation: the checker asks, the learner's process answers, one
-    waits while the other works. On one CPU each wakes the other where it already
-    runs; on two, every call crosses CPUs (~15% more CPU time, more under a
-    hypervisor). The CPU is claimed (:func:`claim_a_cpu`), so checks in other
-    services and other processes pick other CPUs. Returns the CPU, or None: every
-    CPU is taken (more checks than CPUs: the scheduler spreads them), or pinning is
-    not possible.
-    """
-    cpu = claim_a_cpu()
-    return cpu if cpu is not None and pin(cpu, pids) else None
-
-
-def pin(cpu: int, pids: Collection[int]) -> bool:
-    """Run this process (its calling thread) and ``pids`` on ``cpu`` only."""
+    waits while the other works. On one CPU (claimed first, :func:`claim_a_cpu`) each
+    wakes the other where it already runs; on two, every call crosses CPUs (~15%
+    more CPU time, more under a hypervisor)."""
     with contextlib.suppress(OSError):
         for pid in (0, *pids):
             os.sched_setaffinity(pid, {cpu})

@@ -78,10 +78,14 @@ def unpack(data: bytes) -> tuple[Header, list[bytes]]:
 
 
 def send(fd: int, header: Header, blobs: list[bytes] | None = None) -> None:
-    data = memoryview(pack(header, blobs))
-    while data:
-        written = os.write(fd, data)
-        data = data[written:]
+    write_all(fd, pack(header, blobs))
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """All of ``data`` to ``fd``, however many writes it takes (a pipe takes 64 KiB)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def read_exact(fd: int, size: int) -> bytes:

@@ -37,6 +37,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from trainer.checking import transport
 from trainer.checking.report import Verdict
 from trainer.checking.trusted.proxy import Sandbox, proxy_function
 from trainer.checking.trusted.stages import (
@@ -59,14 +60,17 @@ LAST = ("by_hand",)
 KEPT_OUTPUT = 1 << 20
 
 
-def stages_ahead(stop_after_failure: bool, alone: bool, stages: Sequence[str]) -> list[str]:
+def stages_ahead(
+    stop_after_failure: bool, alone: bool, stages: Sequence[str], wanted: bool | None = None
+) -> list[str]:
     """The stages of ``stages`` a second process should run ahead (none: not worth it).
+    ``wanted``: the job's ``second_process`` (True: even when not alone; False: never).
     Asked before this process is pinned to one CPU."""
     try:
         cpus = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         cpus = os.cpu_count() or 1
-    if not alone or stop_after_failure or cpus < 2:
+    if wanted is False or not (alone or wanted) or stop_after_failure or cpus < 2:
         return []
     return [stage for stage in stages if stage in AHEAD]
 
@@ -216,7 +220,7 @@ class StagesAhead:
         here, in ``first``). What the process printed during it is written to this
         process's output now, after the stage's mark."""
         with self._changed:
-            self._changed.wait_for(lambda: stage in self._done or self._finished.is_set())
+            self._changed.wait_for(lambda: self.ready(stage))
         if self._error is not None:
             error, self._error = self._error, None
             raise error
@@ -231,7 +235,8 @@ class StagesAhead:
         shown += self._printed[start:end]
         if end > KEPT_OUTPUT:
             shown += f"\n[{end - max(done.printed[0], KEPT_OUTPUT):,} more bytes printed: cut]\n".encode()
-        _write_all(bytes(shown))
+        with contextlib.suppress(OSError):
+            transport.write_all(1, bytes(shown))
         return done.outcome
 
     def ended_in(self, stage: str) -> str | None:
@@ -275,10 +280,3 @@ def _level(protection: Any) -> tuple[object, object]:
     """What makes two processes' protection the same: its level and what is missing."""
     found = protection if isinstance(protection, dict) else {}
     return found.get("level"), sorted(found.get("missing") or {})
-
-
-def _write_all(data: bytes) -> None:
-    view = memoryview(data)
-    with contextlib.suppress(OSError):
-        while view:
-            view = view[os.write(1, view) :]

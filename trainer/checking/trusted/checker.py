@@ -147,12 +147,8 @@ def run(
         more=job.more_checks,
     )
     # Before this process is pinned to one CPU: whether a second one is there.
-    wanted = job.second_process
-    split = ahead.stages_ahead(
-        job.stop_after_failure, alone or wanted is True, [s.id for s in stages_to_run]
-    )
-    if wanted is False:
-        split = []
+    ids = [stage.id for stage in stages_to_run]
+    split = ahead.stages_ahead(job.stop_after_failure, alone, ids, job.second_process)
     sandbox = start()
     if sandbox.pid:
         from trainer.checking import processes
@@ -161,7 +157,7 @@ def run(
         # for a check with a second process, unpinned: the two conversations share them.
         claimed = [processes.claim_a_cpu() for _ in range(2 if split else 1)]
         cpus = [cpu for cpu in claimed if cpu is not None]
-        if len(cpus) < 2 and wanted is not True:
+        if len(cpus) < 2 and job.second_process is not True:
             split = []
             if cpus:
                 processes.pin(cpus[0], [sandbox.pid])
@@ -173,7 +169,7 @@ def run(
         os.close(write)
         if second[0].pid:
             channel.send(type="learner", pid=second[0].pid)
-    channel.send(type="ready", stages=[stage.id for stage in stages_to_run])
+    channel.send(type="ready", stages=ids)
 
     from trainer.checking.trusted import stages
 
@@ -211,7 +207,7 @@ def run(
             channel.send(type="protection", level=sandbox.protection)
         return outcome
 
-    verdicts = ahead.VerdictsSoFar() if second else {}
+    verdicts = ahead.VerdictsSoFar()
     checked = Checked(
         function_class=proxy_function(sandbox, exercise),
         plan=plan,
@@ -236,8 +232,7 @@ def run(
             bodies,
             started=lambda stage: channel.send(type="stage-start", stage=stage),
         )
-        if isinstance(verdicts, ahead.VerdictsSoFar):
-            verdicts.ahead = early
+        verdicts.ahead = early
         checked.also_watched = early.by_hand
 
     def announce(stage: str) -> None:  # a stage run before its turn starts now

@@ -365,10 +365,11 @@ def run_stages(
                 ahead.abandon()
                 ahead = None
             report(stage.id, functools.partial(StageOutcome, SKIP, f"skipped: {blocked}"))
-            checked.verdicts[stage.id] = SKIP
             continue
-        run = early.pop(stage.id, None) or functools.partial(stage_body(stage), checked)
-        if ahead is not None and stage.id in ahead.stages:
+        ran_early = early.pop(stage.id, None)
+        run = ran_early or functools.partial(stage_body(stage), checked)
+        elsewhere = ahead is not None and stage.id in ahead.stages
+        if ahead is not None and elsewhere:
             for later in stages[index + 1 :]:
                 if ahead.ready(stage.id) or not sandbox.alive:
                     break
@@ -385,8 +386,8 @@ def run_stages(
             blocked = "the file did not load"
         elif checked.stop_after_failure and outcome.verdict == FAIL:
             blocked = "an earlier stage failed (this run stops at the first failure)"
-        if sandbox.alive and not (ahead is not None and stage.id in ahead.stages):
-            sandbox.reset()
+        if sandbox.alive and ran_early is None and not elsewhere:
+            sandbox.reset()  # a stage run early was reset after, there
 
 
 def _run_early(checked: Checked, stage: Stage) -> Callable[[], StageOutcome]:
