@@ -40,6 +40,9 @@ class Job:
     # runs alone and two CPUs are free; False, never; True, whenever there are two CPUs.
     second_process: bool | None = None
     confine: dict[str, Any] = field(default_factory=dict)  # host protection's settings
+    # One of the catalogue's own files (validate): as trusted as the checker, so the
+    # checker may go on to the next such check of the exercise (see server._Pool).
+    catalogue_file: bool = False
 
     def to_wire(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

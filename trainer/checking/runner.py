@@ -452,7 +452,7 @@ def run_check(
             report = _check(
                 exercise, file, raw, source, started, seed, timeout, solution, double_backward,
                 service, memory_limit_mb, stop_after_failure, limits, draw_always, output_file,
-                only_stages, second_process,
+                only_stages, second_process, catalogue_file,
             )  # fmt: skip
         except (TrainerError, OSError):  # the user's to fix: said as such
             raise
@@ -526,6 +526,7 @@ def _check(
     output_file: Path | None = None,
     only_stages: Sequence[str] = (),
     second_process: bool | None = None,
+    catalogue_file: bool = False,
 ) -> CheckReport:
     token = secrets.token_hex(16)
     job = Job(
@@ -544,6 +545,7 @@ def _check(
         draw_always=draw_always,
         second_process=second_process,
         confine=(limits or HostLimits()).for_job(timeout, _exercise_folders(exercise, solution)),
+        catalogue_file=catalogue_file,
         token=token,
         output_mark=secrets.token_hex(8),
     )
@@ -634,8 +636,11 @@ def _attempt(
         timed_out = _collect(launched, token, collected, time.monotonic() + timeout)
     finally:
         # Whatever is still running ends with the check: the checker's group, and
-        # with it (the zygote sees the checker go) the learner's process.
-        processes.kill_group(launched.pid)
+        # with it (the zygote sees the checker go) the learner's process. A checker
+        # of the catalogue's files that finished may check the next (server._Pool):
+        # it stopped its learner's process before its last word.
+        if not (collected.done and job.catalogue_file):
+            processes.kill_group(launched.pid)
         os.close(launched.result_read)
         os.close(launched.output_read)
         for pid in collected.learner_pids:

@@ -14,6 +14,13 @@ For each job the CLI sends one control frame with three descriptors (the job
 pipe, the result pipe, the output pipe). The server reads the job, builds or
 reuses the exercise's plan, and forks a checker for it in a session of its own.
 
+A check of one of the catalogue's own files (``Job.catalogue_file``: validate's
+references, stubs and wrong variants) may be served by a checker that finished
+another check of the same exercise and is waiting for the next (:class:`_Pool`):
+those files are as trusted as the checker, and a fork of this process per check
+(copying its page tables, then the pages the checker writes) cost about a third
+of such a check. A learner's file always gets a checker of its own.
+
 A bug of ours is never a failing check: the server sends its traceback on the
 control socket (``{"bug": ...}``) and stops; a checker's, outside the stages'
 bodies, goes on the result pipe as a ``bug`` frame (:mod:`trainer.bugs`). Only
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import fcntl
 import functools
 import gc
 import hashlib
@@ -136,16 +144,21 @@ def _serve(control: socket.socket, to_zygote: socket.socket, zygote_pid: int) ->
     started = 0
     selector = selectors.DefaultSelector()
     selector.register(control, selectors.EVENT_READ)
+    pool = _Pool(selector)
     try:
         while True:
-            if selector.select(timeout=0.05):
+            events = selector.select(timeout=0.05)
+            for key, _ in events:
+                if key.data is not None:  # a checker of the pool, done with its job
+                    pool.heard(key.data)
+            if any(key.data is None for key, _ in events):
                 try:
                     header, fds = transport.receive_with_fds(control, 3)
                 except (transport.WireError, OSError):
                     return  # the CLI went away, or sent nonsense
                 if header.get("op") == "check" and len(fds) == 3:
                     alone = header.get("alone") is True  # no other check of the CLI's runs
-                    pid = _start_checker(control, to_zygote, fds, alone=alone)
+                    pid = _start_checker(control, to_zygote, fds, alone=alone, pool=pool)
                     checkers.add(pid)
                     transport.send_with_fds(control, {"pid": pid})
                     started += 1
@@ -155,9 +168,10 @@ def _serve(control: socket.socket, to_zygote: socket.socket, zygote_pid: int) ->
                     for fd in fds:
                         os.close(fd)
                     transport.send_with_fds(control, {"pid": 0})
-            if not _reap(control, checkers, zygote_pid):
+            if not _reap(control, checkers, zygote_pid, pool):
                 return
     finally:
+        pool.close()
         for pid in checkers:
             processes.kill_group(pid)
         to_zygote.close()  # the zygote ends every learner process, then itself
@@ -166,7 +180,7 @@ def _serve(control: socket.socket, to_zygote: socket.socket, zygote_pid: int) ->
         processes.end_strays()
 
 
-def _reap(control: socket.socket, checkers: set[int], zygote_pid: int) -> bool:
+def _reap(control: socket.socket, checkers: set[int], zygote_pid: int, pool: _Pool) -> bool:
     """Report ended checkers; False once the zygote is gone (nothing more can be checked)."""
     ended = False
     while True:
@@ -180,6 +194,7 @@ def _reap(control: socket.socket, checkers: set[int], zygote_pid: int) -> bool:
             return False
         if pid in checkers:
             checkers.discard(pid)
+            pool.ended(pid)
             ended = True
             with contextlib.suppress(OSError):
                 transport.send_with_fds(control, {"exit": pid, "code": processes.exit_code(status)})
@@ -260,7 +275,11 @@ def _reference_saved(job: Job, plan: Any) -> dict[str, int] | None:
 
 
 def _start_checker(
-    control: socket.socket, to_zygote: socket.socket, fds: list[int], alone: bool
+    control: socket.socket,
+    to_zygote: socket.socket,
+    fds: list[int],
+    alone: bool,
+    pool: _Pool,
 ) -> int:
     job_fd, result_fd, output_fd = fds
     try:
@@ -275,37 +294,253 @@ def _start_checker(
         remember_exercise(job)
     plan = plan_for(job)
     saved = _reference_saved(job, plan) if job else None
+    shared = may_share_checker(job, plan)
+    if shared and job is not None:
+        pid = pool.hand_over(job, wire, result_fd, output_fd, alone, saved)
+        if pid:
+            return pid
+    # A checker of the pool talks to this server on a socket: (the server's end, its own).
+    pair = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET) if shared else None
     pid = os.fork()
-    if pid == 0:  # the checker of this one job
+    if pid == 0:  # the checker of this job (and, in the pool, of the next ones)
         try:
             os.setsid()  # its own group: a timeout ends it
             control.close()
-            os.dup2(output_fd, 1)
-            os.dup2(output_fd, 2)
-            os.close(output_fd)
-            from trainer.checking.trusted import checker
-
-            if job is None:
-                raise ValueError("the job sent to the checking server cannot be read")
-            checker.run(
-                job,
-                result_fd=result_fd,
-                zygote=to_zygote,
-                plan=plan,
-                reference_saved=saved,
-                alone=alone,
-            )
-        except SystemExit:  # the checker's own way to end (a stage's bug, already said)
-            pass
-        except BaseException:  # a bug of ours, outside the stages' bodies: said as such
-            with contextlib.suppress(BaseException):
-                bug = {"type": "bug", "where": "the checker", "traceback": traceback.format_exc()}
-                transport.send(result_fd, {**bug, "token": job.token if job else ""})
+            # The pool's sockets are the server's: a checker holding one would keep
+            # another from hearing the server close it.
+            pool.forget()
+            if pair is not None:
+                pair[0].close()
+            own_end = pair[1] if pair is not None else None
+            _serve_jobs(job, result_fd, output_fd, to_zygote, plan, saved, alone, own_end)
         finally:
-            with contextlib.suppress(BaseException):
-                sys.stdout.flush()
-                sys.stderr.flush()
             os._exit(0)
     os.close(result_fd)
     os.close(output_fd)
+    if pair is not None and job is not None:
+        pair[1].close()
+        pool.started(pid, pair[0], job.plan_key)
     return pid
+
+
+def may_share_checker(job: Job | None, plan: Any) -> bool:
+    """Whether ``job`` may go to, or be checked by, a checker of the pool: one of the
+    catalogue's own files, of a run of checks (a plan the server keeps), never one that
+    may run stages on a thread of its own (a second learner process, trusted/ahead.py):
+    that thread could outlive its check."""
+    return (
+        job is not None and job.catalogue_file and plan is not None and job.second_process is False
+    )
+
+
+def _serve_jobs(
+    job: Job | None,
+    result_fd: int,
+    output_fd: int,
+    to_zygote: socket.socket,
+    plan: Any,
+    saved: dict[str, int] | None,
+    alone: bool,
+    pool_end: socket.socket | None,
+) -> None:
+    """In a forked checker: check ``job``; with ``pool_end``, then say so on it and check
+    the jobs the server hands over there, until it closes it. Returns to exit."""
+    while True:
+        reusable = _check_one(job, result_fd, output_fd, to_zygote, plan, saved, alone)
+        if pool_end is None or not reusable or job is None:
+            return
+        handed = _next_job(pool_end, job.plan_key)
+        if handed is None:
+            return
+        job, result_fd, output_fd, saved, alone = handed
+
+
+def _check_one(
+    job: Job | None,
+    result_fd: int,
+    output_fd: int,
+    to_zygote: socket.socket,
+    plan: Any,
+    saved: dict[str, int] | None,
+    alone: bool,
+) -> bool:
+    """One job, its output on ``output_fd`` and its frames on ``result_fd`` (both closed
+    after). Whether this process may check another: not after a bug of ours, nor when
+    its claim on a CPU could outlive the job."""
+    reusable = False
+    try:
+        os.dup2(output_fd, 1)
+        os.dup2(output_fd, 2)
+        os.close(output_fd)
+        from trainer.checking.trusted import checker
+
+        if job is None:
+            raise ValueError("the job sent to the checking server cannot be read")
+        checker.run(
+            job,
+            result_fd=result_fd,
+            zygote=to_zygote,
+            plan=plan,
+            reference_saved=saved,
+            alone=alone,
+        )
+        reusable = True
+    except SystemExit:  # the checker's own way to end (a stage's bug, already said)
+        pass
+    except BaseException:  # a bug of ours, outside the stages' bodies: said as such
+        with contextlib.suppress(BaseException):
+            bug = {"type": "bug", "where": "the checker", "traceback": traceback.format_exc()}
+            transport.send(result_fd, {**bug, "token": job.token if job else ""})
+    finally:
+        with contextlib.suppress(BaseException):
+            sys.stdout.flush()
+            sys.stderr.flush()
+        # Nothing of this job stays open here: the CLI reads its pipes to their end.
+        nothing = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(nothing, 1)
+        os.dup2(nothing, 2)
+        os.close(nothing)
+        with contextlib.suppress(OSError):
+            os.close(result_fd)
+    return reusable and processes.release_cpus()
+
+
+def _next_job(
+    pool_end: socket.socket, key: tuple[str, int]
+) -> tuple[Job, int, int, dict[str, int] | None, bool] | None:
+    """Say this checker is free; the next job the server hands over, of the same
+    exercise (None: the server closed the socket, or sent what is not one)."""
+    try:
+        transport.send_with_fds(pool_end, {"free": True})
+        header, fds = transport.receive_with_fds(pool_end, 3)
+    except (transport.WireError, OSError):
+        return None
+    if len(fds) != 3:
+        for fd in fds:
+            os.close(fd)
+        return None
+    job_fd, result_fd, output_fd = fds
+    try:
+        job = Job.from_wire(transport.receive(job_fd)[0])
+    except (transport.WireError, ValueError, TypeError):
+        job = None
+    os.close(job_fd)
+    saved = header.get("saved")
+    if job is None or job.plan_key != key:  # never checked against another exercise's plan
+        os.close(result_fd)
+        os.close(output_fd)
+        return None
+    return (
+        job,
+        result_fd,
+        output_fd,
+        saved if isinstance(saved, dict) else None,
+        header.get("alone") is True,
+    )
+
+
+class _Pool:
+    """The checkers of the catalogue's own files that finished a job and wait for the
+    next of the same exercise (plan), each on a socket of its own.
+
+    A waiting checker is handed a job when one of its exercise comes; the others are
+    told to end (their socket closed) once a job of another exercise comes, so the
+    pool never holds more than one exercise's checkers, nor a plan that is gone.
+    """
+
+    def __init__(self, selector: selectors.BaseSelector) -> None:
+        self._selector = selector
+        self._sockets: dict[int, tuple[socket.socket, tuple[str, int]]] = {}
+        self._free: list[int] = []  # pids, longest free first
+
+    def started(self, pid: int, sock: socket.socket, key: tuple[str, int]) -> None:
+        self._sockets[pid] = sock, key
+        self._selector.register(sock, selectors.EVENT_READ, pid)
+
+    def heard(self, pid: int) -> None:
+        """The checker ``pid`` said it is free, or ended (its socket closed)."""
+        sock, _ = self._sockets[pid]
+        try:
+            header, fds = transport.receive_with_fds(sock, 0)
+        except (transport.WireError, OSError):
+            header, fds = {}, []
+        for fd in fds:
+            os.close(fd)
+        if header.get("free") is True and pid not in self._free:
+            self._free.append(pid)
+        elif header.get("free") is not True:
+            self.ended(pid)
+
+    def hand_over(
+        self,
+        job: Job,
+        wire: object,
+        result_fd: int,
+        output_fd: int,
+        alone: bool,
+        saved: dict[str, int] | None,
+    ) -> int:
+        """Give ``job`` to a free checker of its exercise; its pid, or 0 (none could take
+        it: the caller forks one). The descriptors are closed here once handed over."""
+        key = job.plan_key
+        for pid in [p for p in self._free if self._sockets[p][1] != key]:
+            self.ended(pid)  # another exercise's: it ends
+        data = transport.pack(wire if isinstance(wire, dict) else {})
+        for pid in list(self._free):
+            self._free.remove(pid)
+            job_read, job_write = os.pipe()
+            try:
+                # The whole job must fit in the pipe: else writing it would hold this
+                # server until that checker read it.
+                if _pipe_size(job_write) < len(data):
+                    self._free.append(pid)
+                    return 0
+                header = {"job": True, "alone": alone, "saved": saved}
+                transport.send_with_fds(
+                    self._sockets[pid][0], header, [job_read, result_fd, output_fd]
+                )
+                transport.write_all(job_write, data)
+            except OSError:
+                self.ended(pid)
+                continue
+            finally:
+                os.close(job_read)
+                os.close(job_write)
+            os.close(result_fd)
+            os.close(output_fd)
+            return pid
+        return 0
+
+    def ended(self, pid: int) -> None:
+        """Forget ``pid`` (it ended, or is told to: its socket closed)."""
+        if pid in self._free:
+            self._free.remove(pid)
+        found = self._sockets.pop(pid, None)
+        if found is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self._selector.unregister(found[0])
+            found[0].close()
+
+    def forget(self) -> None:
+        """In a forked checker: the sockets of the others, closed here without a word."""
+        for sock, _ in self._sockets.values():
+            sock.close()
+        self._sockets.clear()
+        self._free.clear()
+
+    def close(self) -> None:
+        for pid in list(self._sockets):
+            self.ended(pid)
+
+
+def _pipe_size(fd: int) -> int:
+    """Grow the pipe ``fd`` writes to as far as a user may (Linux); its size in bytes."""
+    try:
+        return fcntl.fcntl(fd, _F_SETPIPE_SZ, _JOB_PIPE)
+    except OSError:
+        return _DEFAULT_PIPE
+
+
+_F_SETPIPE_SZ = 1031
+_JOB_PIPE = 1 << 20  # the default most a user may ask for (/proc/sys/fs/pipe-max-size)
+_DEFAULT_PIPE = 1 << 16
