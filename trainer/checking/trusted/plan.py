@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from trainer.checking.trusted import structured
-from trainer.checking.trusted.chain import layer_gradients
+from trainer.checking.trusted.chain import compiled_expression, layer_gradients
 from trainer.checking.trusted.numeric import one_sided_slopes
 from trainer.spec import Case, CaseValue, Exercise, ScalarParam, TensorParam, Tolerance
 from trainer.vocabulary import MISTAKES
@@ -262,7 +262,7 @@ def _stated_gradients(
     local["grad_outputs"] = upstream
     stated = {}
     for name, expression in expressions.items():
-        value = eval(expression, env, local)
+        value = eval(compiled_expression(expression), env, local)
         if not isinstance(value, torch.Tensor):
             raise ValueError(f"expected_gradient.{name} does not give a tensor")
         stated[name] = value.detach()
@@ -281,7 +281,7 @@ def differentiable(
 def evaluate_reference(exercise: Exercise, args: Sequence[object]) -> tuple[torch.Tensor, ...]:
     env = {"torch": torch, "F": F, "math": math, "__builtins__": builtins}
     local = dict(zip(exercise.param_names, args, strict=True))
-    result = eval(exercise.reference, env, local)
+    result = eval(compiled_expression(exercise.reference), env, local)
     outputs = tuple(result) if isinstance(result, tuple | list) else (result,)
     if len(outputs) != exercise.outputs:
         raise ValueError(
