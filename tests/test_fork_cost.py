@@ -53,7 +53,7 @@ needs_madvise_mode = pytest.mark.skipif(
 @needs_madvise_mode
 def test_from_the_second_check_the_server_and_zygote_sit_on_huge_pages():
     """A fork copies one page-table entry per 2 MiB page where it copied 512, and the
-    exit frees as few: validate's 561 checks fork three times each. Remove either call
+    exit frees as few: each of validate's 562 checks forks twice in the zygote. Remove either call
     of ``processes.collapse_to_huge_pages`` (server or zygote) and this test fails."""
     with CheckingService() as service:
         run_check(SIGMOID, GOOD, service=service)

@@ -14,7 +14,8 @@
      │    learner process                learner/serve.py, loading.py, guard.py
      │      runs the learner's file; answers forward/backward calls
      │
-     │  then, per job:
+     │  then, per job (a checker of the catalogue's own files, once done,
+     │  may take the next job of the same exercise: server._Pool):
      └──► checker                        trusted/checker.py and the stages
             builds or inherits the plan, asks the zygote for a learner process,
             calls it through a proxy Function, compares, reports
