@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import fcntl
 import functools
 import gc
 import hashlib
@@ -474,7 +473,7 @@ class _Pool:
     def hand_over(
         self,
         job: Job,
-        wire: object,
+        wire: transport.Header,
         result_fd: int,
         output_fd: int,
         alone: bool,
@@ -485,26 +484,25 @@ class _Pool:
         key = job.plan_key
         for pid in [p for p in self._free if self._sockets[p][1] != key]:
             self.ended(pid)  # another exercise's: it ends
-        data = transport.pack(wire if isinstance(wire, dict) else {})
+        data = transport.pack(wire)
         for pid in list(self._free):
             self._free.remove(pid)
             job_read, job_write = os.pipe()
             try:
-                # The whole job must fit in the pipe: else writing it would hold this
-                # server until that checker read it.
-                if _pipe_size(job_write) < len(data):
-                    self._free.append(pid)
-                    return 0
                 header = {"job": True, "alone": alone, "saved": saved}
-                transport.send_with_fds(
-                    self._sockets[pid][0], header, [job_read, result_fd, output_fd]
-                )
+                try:
+                    transport.send_with_fds(
+                        self._sockets[pid][0], header, [job_read, result_fd, output_fd]
+                    )
+                finally:
+                    # Its copy only: a checker that ended now makes the write fail,
+                    # not wait for a reader that is this server.
+                    os.close(job_read)
                 transport.write_all(job_write, data)
             except OSError:
                 self.ended(pid)
                 continue
             finally:
-                os.close(job_read)
                 os.close(job_write)
             os.close(result_fd)
             os.close(output_fd)
@@ -531,16 +529,3 @@ class _Pool:
     def close(self) -> None:
         for pid in list(self._sockets):
             self.ended(pid)
-
-
-def _pipe_size(fd: int) -> int:
-    """Grow the pipe ``fd`` writes to as far as a user may (Linux); its size in bytes."""
-    try:
-        return fcntl.fcntl(fd, _F_SETPIPE_SZ, _JOB_PIPE)
-    except OSError:
-        return _DEFAULT_PIPE
-
-
-_F_SETPIPE_SZ = 1031
-_JOB_PIPE = 1 << 20  # the default most a user may ask for (/proc/sys/fs/pipe-max-size)
-_DEFAULT_PIPE = 1 << 16
