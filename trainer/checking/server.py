@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import functools
 import gc
 import hashlib
@@ -311,7 +312,9 @@ def _start_checker(
             if pair is not None:
                 pair[0].close()
             own_end = pair[1] if pair is not None else None
-            _serve_jobs(job, result_fd, output_fd, to_zygote, plan, saved, alone, own_end)
+            _serve_jobs(
+                _Assigned(job, result_fd, output_fd, saved, alone), to_zygote, plan, own_end
+            )
         finally:
             os._exit(0)
     os.close(result_fd)
@@ -332,40 +335,37 @@ def may_share_checker(job: Job | None, plan: Any) -> bool:
     )
 
 
+@dataclasses.dataclass
+class _Assigned:
+    """A job as its checker gets it: where its frames and output go, the reference's
+    saved bytes (None: the checker works them out) and whether it runs alone."""
+
+    job: Job | None
+    result_fd: int
+    output_fd: int
+    saved: dict[str, int] | None
+    alone: bool
+
+
 def _serve_jobs(
-    job: Job | None,
-    result_fd: int,
-    output_fd: int,
-    to_zygote: socket.socket,
-    plan: Any,
-    saved: dict[str, int] | None,
-    alone: bool,
-    pool_end: socket.socket | None,
+    first: _Assigned, to_zygote: socket.socket, plan: Any, pool_end: socket.socket | None
 ) -> None:
-    """In a forked checker: check ``job``; with ``pool_end``, then say so on it and check
-    the jobs the server hands over there, until it closes it. Returns to exit."""
-    while True:
-        reusable = _check_one(job, result_fd, output_fd, to_zygote, plan, saved, alone)
+    """In a forked checker: check ``first``; with ``pool_end``, then say so on it and
+    check the jobs the server hands over there, until it closes it. Returns to exit."""
+    assigned: _Assigned | None = first
+    while assigned is not None:
+        reusable = _check_one(assigned, to_zygote, plan)
+        job = assigned.job
         if pool_end is None or not reusable or job is None:
             return
-        handed = _next_job(pool_end, job.plan_key)
-        if handed is None:
-            return
-        job, result_fd, output_fd, saved, alone = handed
+        assigned = _next_job(pool_end, job.plan_key)
 
 
-def _check_one(
-    job: Job | None,
-    result_fd: int,
-    output_fd: int,
-    to_zygote: socket.socket,
-    plan: Any,
-    saved: dict[str, int] | None,
-    alone: bool,
-) -> bool:
+def _check_one(assigned: _Assigned, to_zygote: socket.socket, plan: Any) -> bool:
     """One job, its output on ``output_fd`` and its frames on ``result_fd`` (both closed
     after). Whether this process may check another: not after a bug of ours, nor when
     its claim on a CPU could outlive the job."""
+    job, result_fd, output_fd = assigned.job, assigned.result_fd, assigned.output_fd
     reusable = False
     try:
         os.dup2(output_fd, 1)
@@ -380,8 +380,8 @@ def _check_one(
             result_fd=result_fd,
             zygote=to_zygote,
             plan=plan,
-            reference_saved=saved,
-            alone=alone,
+            reference_saved=assigned.saved,
+            alone=assigned.alone,
         )
         reusable = True
     except SystemExit:  # the checker's own way to end (a stage's bug, already said)
@@ -404,9 +404,7 @@ def _check_one(
     return reusable and processes.release_cpus()
 
 
-def _next_job(
-    pool_end: socket.socket, key: tuple[str, int]
-) -> tuple[Job, int, int, dict[str, int] | None, bool] | None:
+def _next_job(pool_end: socket.socket, key: tuple[str, int]) -> _Assigned | None:
     """Say this checker is free; the next job the server hands over, of the same
     exercise (None: the server closed the socket, or sent what is not one)."""
     try:
@@ -429,13 +427,8 @@ def _next_job(
         os.close(result_fd)
         os.close(output_fd)
         return None
-    return (
-        job,
-        result_fd,
-        output_fd,
-        saved if isinstance(saved, dict) else None,
-        header.get("alone") is True,
-    )
+    saved = saved if isinstance(saved, dict) else None
+    return _Assigned(job, result_fd, output_fd, saved, header.get("alone") is True)
 
 
 class _Pool:
