@@ -257,8 +257,9 @@ _HELD: list[int] = []
 
 
 def release_cpus() -> bool:
-    """Give up the CPUs :func:`claim_a_cpu` claimed and run anywhere again: a checker
-    that goes on to another check. False when it cannot say it did."""
+    """Give up the CPUs :func:`claim_a_cpu` claimed, and run where this process ran
+    before :func:`pin`: a checker that goes on to another check. False when it cannot
+    say it did."""
     while _HELD:
         with contextlib.suppress(OSError):
             os.close(_HELD.pop())
