@@ -16,7 +16,14 @@ from types import SimpleNamespace
 import pytest
 
 from tests.conftest import CATALOG
-from tests.test_truth import SAVES_OUTPUT, check, first_failure, service, sigmoid
+from tests.test_truth import (
+    RIGHT_BACKWARD,
+    SAVES_OUTPUT,
+    check,
+    first_failure,
+    service,
+    sigmoid,
+)
 from trainer.checking.report import CheckReport, Verdict
 from trainer.checking.runner import CheckingService, run_check
 from trainer.checking.trusted.ahead import AHEAD, stages_ahead
@@ -33,26 +40,9 @@ def split_check(service: CheckingService, tmp_path: Path, source: str) -> CheckR
 
 
 # Each process prints its own token: one drawn as the file is imported.
-TOKENS = """
-import os
-import torch
-
-TOKEN = os.urandom(6).hex()
-
-
-class MySigmoid(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        y = torch.sigmoid(x)
-        ctx.save_for_backward(y)
-        return y
-
-    @staticmethod
-    def backward(ctx, grad_output):
-        print("backward in", TOKEN)
-        (y,) = ctx.saved_tensors
-        return grad_output * y * (1 - y)
-"""
+TOKENS = "import os\n\nTOKEN = os.urandom(6).hex()\n" + sigmoid(
+    SAVES_OUTPUT, 'print("backward in", TOKEN)\n' + textwrap.dedent(RIGHT_BACKWARD).strip()
+)
 
 
 def _tokens(printed: str) -> set[str]:
