@@ -46,6 +46,41 @@ def test_each_spec_of_the_catalogue_validates_and_its_stub_fails_for_want_of_a_b
     assert backward.message.startswith("backward() is not written yet")
 
 
+@pytest.mark.parametrize(
+    ("exercise_id", "variant", "stage_id"),
+    [
+        ("sigmoid", "forgets_grad_output.py", "backward"),
+        ("broadcast_matmul", "not_summed_over_broadcast.py", "contract"),
+    ],
+)
+def test_a_wrong_variant_checked_for_validate_stops_at_its_first_failing_run(
+    exercise_id: str, variant: str, stage_id: str
+):
+    """validate reads a variant's first failure only (its stage, its mistake): the
+    stage stops there, and names the same failure a full check names first."""
+    from trainer.checking.runner import run_check
+
+    exercise = CATALOG.get(exercise_id)
+    file = REPO / "solutions" / "wrong" / exercise_id / variant
+    reports = [
+        run_check(
+            exercise,
+            file,
+            service=shared_service(),
+            solution=REPO / "solutions" / f"{exercise_id}.py",
+            catalogue_file=True,
+            stop_after_failure=stop,
+        )
+        for stop in (False, True)
+    ]
+    full, first = (report.first_failure for report in reports)
+    assert full is not None and first is not None
+    assert full.id == first.id == stage_id
+    assert full.diagnosis == first.diagnosis and full.case == first.case
+    assert any(d.startswith(("fails in all", "also fails for")) for d in full.details)
+    assert not any(d.startswith(("fails in all", "also fails for")) for d in first.details)
+
+
 def test_the_catalogue_breaks_no_content_rule_against_itself_and_its_shared_quizzes():
     """The content rules `trainer validate` applies over the whole catalogue: no
     question a near-copy of another spec's or of a shared quiz's, among the rest."""

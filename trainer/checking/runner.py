@@ -424,8 +424,9 @@ def run_check(
 
     With ``service``, the check is one more job of a running server (watch
     mode, grading); otherwise a server is started for this one job. With
-    ``stop_after_failure`` the stages after the first failing one are skipped
-    (validation needs no more); with ``only_stages``, only those stages (and load) run (a
+    ``stop_after_failure`` the stages after the first failing one are skipped, and
+    a failing backward or contract stage stops at its first failing run (validation
+    needs no more); with ``only_stages``, only those stages (and load) run (a
     reference solution's follow-up, once its other stages passed). With ``output_file``, all the learner's code printed
     is written there (up to OUTPUT_FILE_LIMIT bytes), not only the tails the report keeps.
     ``second_process`` (trusted/ahead.py): None, a second learner process runs some

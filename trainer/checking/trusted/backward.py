@@ -18,6 +18,8 @@ def backward_stage(checked: Checked) -> StageOutcome:
     function_class, plan, exercise = checked.function_class, checked.plan, checked.exercise
     failures: list[Failure] = []
     for run in plan.runs:
+        if failures and checked.stop_after_failure:
+            break  # validate reads the first failure only: its stage and its mistake
         grads = learner_gradients(function_class, run, exercise)
         if isinstance(grads, Failure):
             failures.append(grads)

@@ -350,6 +350,8 @@ def contract_stage(checked: Checked) -> StageOutcome:
     runs = tuple(r for r in checked.plan.runs if r.numel <= SMALL) or checked.plan.runs[:1]
     exhaustive = _exhaustive_runs(runs)
     for index, run in enumerate(runs):
+        if failures and checked.stop_after_failure:
+            break  # validate reads the first failure only: its stage and its mistake
         try:
             failure = _raw_return(checked, run, notes)
             if failure is None and run.dtype == torch.float64:

@@ -81,7 +81,9 @@ class Checked:
     # Bytes the reference solution saves for backward, per run label (for advice).
     reference_saved: dict[str, int] = field(default_factory=dict)
     double_backward: bool = False
-    # Validation only needs the first failing stage: the rest are skipped.
+    # Validation only needs the first failure, its stage and its mistake: the stages
+    # after it are skipped, and the backward and contract stages stop at their first
+    # failing run (the runs after it would only be counted).
     stop_after_failure: bool = False
     # Only these stages run (and load); empty: every stage.
     only_stages: frozenset[str] = frozenset()
