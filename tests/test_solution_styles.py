@@ -196,6 +196,29 @@ CORRECT = {
                     return grad, None
         """,
     },
+    "softmax": {
+        # In float32 at x near 600, logsumexp rounds at the inputs' scale: every element
+        # of a row is off by one common factor, forgiven as rounding (plan.ROUNDING_FLOOR).
+        "exp of x minus logsumexp, a row's dot product by einsum": """
+            import torch
+
+
+            class MySoftmax(torch.autograd.Function):
+                @staticmethod
+                def forward(ctx, x, dim):
+                    ctx.save_for_backward(x)
+                    ctx.dim = dim
+                    return torch.exp(x - torch.logsumexp(x, dim=dim, keepdim=True))
+
+                @staticmethod
+                def backward(ctx, grad_output):
+                    (x,) = ctx.saved_tensors
+                    y = torch.exp(x - torch.logsumexp(x, dim=ctx.dim, keepdim=True))
+                    yl, gl = y.movedim(ctx.dim, -1), grad_output.movedim(ctx.dim, -1)
+                    dot = torch.einsum("...i,...i->...", gl, yl).unsqueeze(-1)
+                    return (yl * gl - yl * dot).movedim(-1, ctx.dim).contiguous(), None
+        """,
+    },
 }
 
 CASES = [(ex, name, source) for ex, styles in CORRECT.items() for name, source in styles.items()]
