@@ -19,6 +19,7 @@ import torch
 
 from tests.conftest import REPO, check_json, first_failure, stage
 from trainer.checking.trusted.returned import Input, refusal
+from trainer.checking.values import Opaque
 
 NAMES = ("x", "weight", "dim")
 # forward(ctx, x, weight, dim): two tensors requiring grad, then a Python int.
@@ -32,6 +33,14 @@ G_X, G_W = torch.ones(4, 3), torch.ones(2, 3)
     [
         ([G_X, G_W, None], "not_a_tensor", "backward returned a list of 3 values", ""),
         ((G_X, 0.5, None), "not_a_tensor", "backward returned a float for `weight`", "weight"),
+        (
+            (G_X, Opaque("torch.Tensor of layout torch.sparse_coo"), None),
+            "not_a_tensor",
+            "backward returned a torch.Tensor of layout torch.sparse_coo for `weight`; the "
+            "gradient is asked as the reference's autograd gives it, a plain (strided, dense) "
+            "tensor on the input's device: return that (`.to_dense()` makes a sparse one dense)",
+            "weight",
+        ),
         (
             (G_X, G_W),
             "wrong_count",
@@ -68,6 +77,7 @@ G_X, G_W = torch.ones(4, 3), torch.ones(2, 3)
     ids=[
         "a list",
         "a float",
+        "a sparse tensor",
         "too few",
         "a tensor past the inputs",
         "a gradient for an int",

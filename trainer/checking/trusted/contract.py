@@ -23,6 +23,7 @@ from trainer.checking.trusted.compare import compare_tensor, describe_value, sha
 from trainer.checking.trusted.diagnosis import classify, named
 from trainer.checking.trusted.plan import SMALL, Run
 from trainer.checking.trusted.proxy import LearnerFault, forward_outputs
+from trainer.checking.trusted.returned import not_a_tensor_words
 from trainer.checking.trusted.stages import (
     Checked,
     Failure,
@@ -157,7 +158,7 @@ def _check_value(run: Run, param: TensorParam | ScalarParam, value: object) -> F
         text = f"backward returned None for `{name}`, which requires grad"
         return Failure(run, text, diagnosis=named("none_for_required", text, name))
     if not isinstance(value, torch.Tensor):
-        text = f"backward returned {describe_value(value)} for `{name}`: return a torch tensor"
+        text = not_a_tensor_words(value, f"`{name}`")
         return Failure(run, text, diagnosis=named("not_a_tensor", text, name))
     expected = run.expected_grads.get(name)
     if expected is None:

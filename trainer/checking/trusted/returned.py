@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from trainer.checking.trusted.compare import describe_value, shape_text
+from trainer.checking.values import Opaque
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,21 @@ class Refusal:
     input: str = ""
 
 
+def not_a_tensor_words(value: object, where: str) -> str:
+    """What to say of a value backward returned for ``where`` that is no gradient."""
+    if isinstance(value, Opaque) and value.type_name.startswith("torch.Tensor "):
+        # Sparse, nested, on another device: a tensor, but not the gradient asked.
+        return (
+            f"backward returned a {value.type_name} for {where}; the gradient is asked as "
+            "the reference's autograd gives it, a plain (strided, dense) tensor on the "
+            "input's device: return that (`.to_dense()` makes a sparse one dense)"
+        )
+    return (
+        f"backward returned {describe_value(value)} for {where}; return a tensor "
+        "(or None for an input that needs no gradient)"
+    )
+
+
 def refusal(
     result: object,
     inputs: Sequence[Input | None],
@@ -65,10 +81,7 @@ def refusal(
     for index, value in enumerate(values):
         if value is not None and not isinstance(value, torch.Tensor):
             where = name(index) if index < len(names) else f"position {index}"
-            words = (
-                f"backward returned {describe_value(value)} for {where}; return a tensor "
-                "(or None for an input that needs no gradient)"
-            )
+            words = not_a_tensor_words(value, where)
             return Refusal("not_a_tensor", words, names[index] if index < len(names) else "")
     if len(values) > len(inputs) and all(v is None for v in values[len(inputs) :]):
         values = values[: len(inputs)]  # trailing Nones: autograd drops them
