@@ -17,6 +17,7 @@ handler, and nothing else to register (see docs/engine.md).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 import types
 import typing
@@ -48,6 +49,7 @@ class Message:
     # The fields' types, read once as the class is made: the learner's process renames
     # the trainer's modules (see ``serve.look_plain``), where they could not be read.
     _types: ClassVar[dict[str, Any]] = {}
+    _wire: ClassVar[_WireFields | None] = None  # see _wire_fields
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -57,21 +59,35 @@ class Message:
         blobs: list[bytes] = []
         return self._header(blobs), blobs
 
+    @classmethod
+    def _wire_fields(cls) -> _WireFields:
+        """The fields on the wire (all but ``layout``), read once per class: a message
+        is encoded or decoded for every call, hundreds of times a check."""
+        table = cls.__dict__.get("_wire")
+        if table is None:
+            table = _WireFields(
+                tuple(
+                    (item.name, bool(item.metadata.get("value")), cls._types.get(item.name))
+                    for item in dataclasses.fields(cls)
+                    if item.name != "layout"
+                )
+            )
+            cls._wire = table
+        return table
+
     def _header(self, blobs: list[bytes]) -> dict[str, Any]:
         layout = str(getattr(self, "layout", "plain"))
         header: dict[str, Any] = {}
-        for item in dataclasses.fields(self):
-            content = getattr(self, item.name)
-            if item.name == "layout":
-                continue
-            if item.metadata.get("value"):
-                header[item.name] = values.encode(content, blobs, layout)
+        for name, holds_values, _ in self._wire_fields().fields:
+            content = getattr(self, name)
+            if holds_values:
+                header[name] = values.encode(content, blobs, layout)
             elif isinstance(content, Message):
-                header[item.name] = content._header(blobs)
+                header[name] = content._header(blobs)
             elif isinstance(content, list) and content and isinstance(content[0], Message):
-                header[item.name] = [part._header(blobs) for part in content]
+                header[name] = [part._header(blobs) for part in content]
             else:
-                header[item.name] = content
+                header[name] = content
         return header
 
     @classmethod
@@ -80,31 +96,40 @@ class Message:
         writes: a frame of something else is refused, not read with defaults."""
         if not isinstance(header, dict):
             raise WireError(f"{cls.__name__}: not an object")
-        hints = cls._types
-        names = {item.name for item in dataclasses.fields(cls)} - {"layout"}
+        table = cls._wire_fields()
         keys = set(header) - ({"op"} if issubclass(cls, Request) else set())
-        if keys != names:
-            odd = sorted(keys ^ names)
+        if keys != table.names:
+            odd = sorted(keys ^ table.names)
             raise WireError(f"{cls.__name__}: fields {', '.join(odd)} missing or unknown")
         found: dict[str, Any] = {}
-        for item in dataclasses.fields(cls):
-            if item.name == "layout":
-                continue
-            raw = header[item.name]
-            if item.metadata.get("value"):
-                found[item.name] = values.decode(raw, blobs)
+        for name, holds_values, hint in table.fields:
+            raw = header[name]
+            if holds_values:
+                found[name] = values.decode(raw, blobs)
             else:
-                found[item.name] = _read(
-                    raw, hints[item.name], blobs, f"{cls.__name__}.{item.name}"
-                )
+                found[name] = _read(raw, hint, blobs, f"{cls.__name__}.{name}")
         return cls(**found)
+
+
+class _WireFields:
+    """A message class's fields on the wire: (name, holds values, annotation) each."""
+
+    def __init__(self, fields: tuple[tuple[str, bool, Any], ...]) -> None:
+        self.fields = fields
+        self.names = frozenset(name for name, _, _ in fields)
+
+
+@functools.cache
+def _shape_of(kind: Any) -> tuple[Any, tuple[Any, ...]]:
+    """An annotation's origin and arguments (``list[int]``: list, (int,)), once each."""
+    return typing.get_origin(kind), typing.get_args(kind)
 
 
 def _read(raw: object, kind: Any, blobs: list[bytes], where: str) -> Any:
     """``raw`` as a value of type ``kind``, or a WireError naming ``where``."""
-    origin = typing.get_origin(kind)
+    origin, arguments = _shape_of(kind)
     if origin in (typing.Union, types.UnionType):
-        for option in typing.get_args(kind):
+        for option in arguments:
             try:
                 return _read(raw, option, blobs, where)
             except WireError:
@@ -112,7 +137,7 @@ def _read(raw: object, kind: Any, blobs: list[bytes], where: str) -> Any:
     elif kind is Any or (kind is type(None) and raw is None):
         return raw
     elif origin is list and isinstance(raw, list):
-        (item,) = typing.get_args(kind)
+        (item,) = arguments
         return [_read(r, item, blobs, where) for r in raw]
     elif origin is dict and isinstance(raw, dict) and all(isinstance(k, str) for k in raw):
         return raw
@@ -892,3 +917,15 @@ def _elements(shape: Sequence[int]) -> int:
     for size in shape:
         count *= size
     return count
+
+
+def _every_message(kind: type[Message]) -> list[type[Message]]:
+    found = [kind]
+    for sub in kind.__subclasses__():
+        found += _every_message(sub)
+    return found
+
+
+# Read here, in the process every learner process is forked from, not once in each.
+for _kind in _every_message(Message):
+    _kind._wire_fields()

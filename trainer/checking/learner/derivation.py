@@ -1313,6 +1313,7 @@ def find_torch_formulas() -> None:
     _FORMULAS.clear()
     _FORMULAS.update(found)
     _FORMULAS_FOUND[:] = [True]
+    _FRAME_KINDS.clear()
 
 
 def _torch_formula_on_stack() -> str | None:
@@ -1328,21 +1329,38 @@ def _torch_formula_on_stack() -> str | None:
         # The watch's own frames (its modes) lie between too: named after look_plain's
         # renaming, which the learner process has done before any call comes.
         _WALK.append((_watched.__code__.co_filename, (_TORCH_DIR, _STDLIB_DIR)))
-    ours, prefixes = _WALK[0]
-    formulas = _FORMULAS
+    kinds = _FRAME_KINDS
     frame: types.FrameType | None = sys._getframe(3)  # past this, _see_op, __torch_dispatch__
     while frame is not None:
         code = frame.f_code
-        found = formulas.get(code)
-        if found is not None:
-            return found
-        filename = code.co_filename
-        if filename != ours and not filename.startswith(prefixes):
-            return None  # the learner's code
-        if filename.startswith(_DECOMP_DIR) and _formula_name(code.co_name):
-            return f"torch._decomp's {code.co_name}"  # a module loaded after the zygote's look
+        try:
+            kind = kinds[code]
+        except KeyError:
+            kind = kinds[code] = _frame_kind(code)
+        if kind is not None:
+            return kind or None  # a formula's name, or "" at the learner's code
         frame = frame.f_back
     return None
+
+
+def _frame_kind(code: types.CodeType) -> str | None:
+    """What a frame of ``code`` is to the walk: a torch formula (its name), the
+    learner's code (""), or torch's, the standard library's or the watch's own (None:
+    walk on). Only the code object tells (its identity, file and name)."""
+    found = _FORMULAS.get(code)
+    if found is not None:
+        return found
+    ours, prefixes = _WALK[0]
+    filename = code.co_filename
+    if filename != ours and not filename.startswith(prefixes):
+        return ""  # the learner's code
+    if filename.startswith(_DECOMP_DIR) and _formula_name(code.co_name):
+        return f"torch._decomp's {code.co_name}"  # a module loaded after the zygote's look
+    return None
+
+
+# The walk's verdict on each code object met, kept: an op's walk costs a look per frame.
+_FRAME_KINDS: dict[types.CodeType, str | None] = {}
 
 
 def _formula_name(name: str) -> bool:
