@@ -208,3 +208,20 @@ def test_the_zygote_finds_landlock_without_running_ldconfig(monkeypatch):
         pass
     finally:
         confine._landlock_abi.cache_clear()
+
+
+def test_the_zygote_lists_the_trainers_modules_again_before_a_fork_once_an_import_changed_them(
+    monkeypatch,
+):
+    """A learner process renames the trainer's modules (serve.look_plain) from the
+    zygote's list while sys.modules is as listed; after an import in the zygote, each
+    one would otherwise go through every name of sys.modules, and copy their pages."""
+    from trainer.checking.learner import guard, serve
+
+    monkeypatch.setattr(serve, "_OURS", [-1, ["trainer.gone"]])  # listed before an import
+    monkeypatch.setattr(os, "fork", lambda: 4321)
+    assert zygote._fork() == 4321
+    version, names = serve._OURS
+    assert version == guard.dict_version(sys.modules)
+    assert "trainer.checking.learner.serve" in names and "trainer.gone" not in names
+    assert serve._our_modules() == names

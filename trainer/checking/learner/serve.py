@@ -731,6 +731,18 @@ def prepare_to_look_plain() -> None:
 _OURS: list[Any] = []
 
 
+def list_our_modules() -> None:
+    """In the zygote, before it forks a learner process: the trainer's modules as
+    ``sys.modules`` holds them now, when an import here has changed it since they were
+    last listed (a module torch imports on first use, a check's ``imports``). Else
+    every learner process forked after it goes through the ~2,500 names itself."""
+    version = guard.dict_version(sys.modules)
+    if not _OURS or version is None or version == _OURS[0]:
+        return  # not listed yet (prepare_to_look_plain does), or still as listed
+    names = sorted(n for n in sys.modules if n == "trainer" or n.startswith("trainer."))
+    _OURS[:] = [version, names]
+
+
 def _our_modules() -> list[str]:
     """The trainer's modules in ``sys.modules``: the zygote's list while ``sys.modules``
     has not changed since (its version tag), else found again. Going through its ~2,500

@@ -85,6 +85,15 @@ class _ZygoteExit(Exception):
     pass
 
 
+def _fork() -> int:
+    """``os.fork`` for a learner process, with what it reads of the zygote's state
+    brought up to date first (the trainer's modules, for ``serve.look_plain``)."""
+    from trainer.checking.learner import serve  # it imports this module
+
+    serve.list_our_modules()
+    return os.fork()
+
+
 def _make_spare(
     sock: socket.socket, selector: selectors.BaseSelector, learners: dict[int, _Learner]
 ) -> _Spare | LearnerTask | None:
@@ -97,7 +106,7 @@ def _make_spare(
     hand, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     said, say = os.pipe()
     cgroup_said, cgroup_say = os.pipe()
-    fork = os.fork()
+    fork = _fork()
     if fork == 0:
         os.close(said)
         os.close(cgroup_said)
@@ -293,7 +302,7 @@ def _on_request(
         # The fork enters fresh namespaces and forks the learner's process, process 1 of
         # its own PID namespace; it says that process's pid (as seen here) on this pipe.
         said, say = os.pipe()
-        fork = os.fork()
+        fork = _fork()
         if fork == 0:
             os.close(said)
             spawn.scratch = scratch
