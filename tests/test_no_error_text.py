@@ -37,8 +37,9 @@ G_X, G_W = torch.ones(4, 3), torch.ones(2, 3)
             (G_X, Opaque("torch.Tensor of layout torch.sparse_coo"), None),
             "not_a_tensor",
             "backward returned a torch.Tensor of layout torch.sparse_coo for `weight`; the "
-            "gradient is asked as the reference's autograd gives it, a plain (strided, dense) "
-            "tensor on the input's device: return that (`.to_dense()` makes a sparse one dense)",
+            "gradient is asked as the reference's autograd gives it, a plain tensor (dense, "
+            "strided, of the input's dtype) on the input's device: return that "
+            "(`.to_dense()` makes a sparse one dense)",
             "weight",
         ),
         (

@@ -46,12 +46,13 @@ class Refusal:
 
 def not_a_tensor_words(value: object, where: str) -> str:
     """What to say of a value backward returned for ``where`` that is no gradient."""
-    if isinstance(value, Opaque) and value.type_name.startswith("torch.Tensor "):
-        # Sparse, nested, on another device: a tensor, but not the gradient asked.
+    if isinstance(value, Opaque) and "torch.Tensor" in value.type_name:
+        # Sparse, nested, on another device, of an odd dtype: a tensor, not the one asked.
         return (
             f"backward returned a {value.type_name} for {where}; the gradient is asked as "
-            "the reference's autograd gives it, a plain (strided, dense) tensor on the "
-            "input's device: return that (`.to_dense()` makes a sparse one dense)"
+            "the reference's autograd gives it, a plain tensor (dense, strided, of the "
+            "input's dtype) on the input's device: return that (`.to_dense()` makes a "
+            "sparse one dense)"
         )
     return (
         f"backward returned {describe_value(value)} for {where}; return a tensor "
