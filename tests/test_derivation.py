@@ -1072,3 +1072,38 @@ def test_complex_arithmetic_in_forward_without_a_step_is_not_flagged():
         return s * (1 - s)
 
     assert run(slope_function(through_an_fft), "engine") == []
+
+
+def _kernel_through_compile(grad: Tensor, y: Tensor) -> Tensor:
+    result: Tensor = torch.ops.aten.sigmoid_backward(grad * 1.0, y)
+    return result
+
+
+class _CompiledKernel(torch.autograd.Function):
+    """Calls torch's sigmoid kernel from a function torch.compile runs in backward."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Tensor) -> Tensor:
+        y = torch.sigmoid(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors
+        compiled = torch.compile(_kernel_through_compile, backend="eager")
+        return compiled(grad, y)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_with_dynamo_loaded_first_a_backward_kernel_called_from_compiled_code_is_seen():
+    """The watch keeps its dispatch mode out of torch.compile's traces once
+    torch._dynamo is loaded as it starts (the zygote loads it for jvp, vmap and
+    opcheck stages): the compiled function's ops still pass through it."""
+    import torch._dynamo
+
+    torch._dynamo.reset()
+    with DerivationWatch(_CompiledKernel) as watch:
+        x = torch.randn(5, requires_grad=True)
+        apply(_CompiledKernel, x).sum().backward()
+    assert [(f.kind, f.call) for f in watch.findings] == [("kernel", "aten.sigmoid_backward")]
