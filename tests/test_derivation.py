@@ -1101,9 +1101,14 @@ def test_with_dynamo_loaded_first_a_backward_kernel_called_from_compiled_code_is
     torch._dynamo is loaded as it starts (the zygote loads it for jvp, vmap and
     opcheck stages): the compiled function's ops still pass through it."""
     import torch._dynamo
+    from torch._dynamo.utils import counters
 
     torch._dynamo.reset()
+    counters.clear()
     with DerivationWatch(_CompiledKernel) as watch:
         x = torch.randn(5, requires_grad=True)
         apply(_CompiledKernel, x).sum().backward()
     assert [(f.kind, f.call) for f in watch.findings] == [("kernel", "aten.sigmoid_backward")]
+    # Not one frame compiled: the mode's own is one dynamo skips, and under the mode
+    # the learner's function runs as it is.
+    assert counters["frames"].get("total", 0) == 0

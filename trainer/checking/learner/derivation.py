@@ -422,6 +422,10 @@ class DerivationWatch:
         # one finds a level open that is not the learner's (one left open at import is).
         self._checkers_levels = 0
         self._ops = (_CompiledOpWatch if compiled else _OpWatch)(self)
+        if compiled:
+            sys.modules["torch._dynamo"].eval_frame.skip_code(
+                _CompiledOpWatch.__torch_dispatch__.__code__
+            )
         self._reads = _FunctionWatch(self)
         self._used = False
         self._started = False
@@ -1127,17 +1131,34 @@ class _OpWatch(TorchDispatchMode):  # type: ignore[no-untyped-call]
 
 
 class _CompiledOpWatch(_OpWatch):  # type: ignore[no-untyped-call]
-    """The same, kept out of torch.compile's traces, for when torch._dynamo is loaded.
+    """The same, kept out of torch.compile's traces, for when torch._dynamo is loaded:
+    compiled code calls the mode for every op, as eager code does.
 
-    torch then wraps ``__torch_dispatch__`` in ``torch._dynamo.disable``: compiled
-    code calls the mode for every op, as eager code does.
+    What ``torch._dynamo.disable`` would do around ``__torch_dispatch__`` (torch's own
+    wrapping, ~1 µs an op), done here in two C calls: dynamo's frame evaluation is off
+    while the mode looks at an op, and this method's own frame is one dynamo skips
+    (``skip_code``, set by :class:`DerivationWatch` once the code has its final name).
     """
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
-        return True
+        return False  # torch's wrapping: replaced by the one below
 
-    __torch_dispatch__ = _OpWatch.__torch_dispatch__
+    def __torch_dispatch__(
+        self,
+        func: torch._ops.OpOverload,
+        types: Sequence[type],
+        args: Sequence[Any] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        prior = _set_eval_frame(None)
+        try:
+            return _OpWatch.__torch_dispatch__(self, func, types, args, kwargs)
+        finally:
+            _set_eval_frame(prior)
+
+
+_set_eval_frame = torch._C._dynamo.eval_frame.set_eval_frame
 
 
 class _FunctionWatch(TorchFunctionMode):
