@@ -135,8 +135,8 @@ these only matter for this "derive it yourself" rule):
   traces torch.compile makes (so that ``torch.cond`` keeps working), and the
   compiled code does not call it. Loading ``torch._dynamo`` before the watch
   (1.2 s once, e.g. in a zygote before forking) closes this: the watch then
-  keeps the mode out of traces and sees compiled code's ops, for about 5 µs
-  more a call. A backward pass a compiled function runs is counted either way.
+  keeps the mode out of traces and sees compiled code's ops, for two C calls
+  more an op. A backward pass a compiled function runs is counted either way.
 * Finite differences in a form :mod:`numeric` does not name (a step in a
   tensor of many elements, a multiplicative step, Python or NumPy numbers),
   sympy reached through an obfuscated import.
@@ -1102,7 +1102,7 @@ class _OpWatch(TorchDispatchMode):  # type: ignore[no-untyped-call]
     def _should_skip_dynamo(cls) -> bool:
         # Else torch wraps __torch_dispatch__ in torch._dynamo.disable, which
         # imports torch._dynamo (over a second) at the first op. _CompiledOpWatch
-        # keeps that wrapping, for processes that have imported it anyway.
+        # keeps dynamo out its own way, for processes that have imported it anyway.
         return False
 
     def __torch_dispatch__(
