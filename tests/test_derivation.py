@@ -664,6 +664,14 @@ def test_autograd_used_eagerly_at_import_to_test_the_function_is_not_flagged() -
     assert at_import(SELF_TESTS_AT_IMPORT) == []
 
 
+def test_with_dynamo_loaded_first_an_eager_self_test_at_import_is_not_taken_for_a_tracer():
+    """The watch's own frame around its mode (``_CompiledOpWatch``) is not another
+    mode recording ops."""
+    import torch._dynamo  # noqa: F401 - loaded before the watch, as a zygote may have
+
+    assert at_import(SELF_TESTS_AT_IMPORT) == []
+
+
 TRACERS_AT_IMPORT = {
     "make_fx": """
         import torch

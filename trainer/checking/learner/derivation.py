@@ -1207,10 +1207,11 @@ def _tracing(kinds: Sequence[type]) -> bool:
     if torch.compiler.is_compiling():
         return True
     here = _OpWatch.__torch_dispatch__.__code__
+    also = _CompiledOpWatch.__torch_dispatch__.__code__  # the watch's own, around it
     frame: types.FrameType | None = sys._getframe(1)
     while frame is not None:
         code = frame.f_code
-        if code.co_name == "__torch_dispatch__" and code is not here:
+        if code.co_name == "__torch_dispatch__" and code is not here and code is not also:
             return True
         frame = frame.f_back
     return False
