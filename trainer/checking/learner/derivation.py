@@ -1144,16 +1144,10 @@ class _CompiledOpWatch(_OpWatch):  # type: ignore[no-untyped-call]
     def _should_skip_dynamo(cls) -> bool:
         return False  # torch's wrapping: replaced by the one below
 
-    def __torch_dispatch__(
-        self,
-        func: torch._ops.OpOverload,
-        types: Sequence[type],
-        args: Sequence[Any] = (),
-        kwargs: dict[str, Any] | None = None,
-    ) -> Any:
+    def __torch_dispatch__(self, *call: Any) -> Any:  # (func, types, args, kwargs)
         prior = _set_eval_frame(None)
         try:
-            return _OpWatch.__torch_dispatch__(self, func, types, args, kwargs)
+            return _OpWatch.__torch_dispatch__(self, *call)
         finally:
             _set_eval_frame(prior)
 

@@ -709,7 +709,7 @@ def prepare_to_look_plain() -> None:
     names, file names and docstrings change, not what the code does."""
     if _RENAMED:
         return
-    names = {n for n in sys.modules if n == "trainer" or n.startswith("trainer.")}
+    names = set(_trainers_modules())
     classes, functions, wrappers = _found_from(names)
     for function in functions:
         function.__code__ = _renamed(function.__code__)
@@ -739,8 +739,13 @@ def list_our_modules() -> None:
     version = guard.dict_version(sys.modules)
     if not _OURS or version is None or version == _OURS[0]:
         return  # not listed yet (prepare_to_look_plain does), or still as listed
-    names = sorted(n for n in sys.modules if n == "trainer" or n.startswith("trainer."))
+    names = sorted(_trainers_modules())
     _OURS[:] = [version, names]
+
+
+def _trainers_modules() -> list[str]:
+    """The trainer's modules in ``sys.modules``, found by going through all its names."""
+    return [n for n in sys.modules if n == "trainer" or n.startswith("trainer.")]
 
 
 def _our_modules() -> list[str]:
@@ -751,7 +756,7 @@ def _our_modules() -> list[str]:
         version, names = _OURS
         if version is not None and version == guard.dict_version(sys.modules):
             return list(names)
-    return [n for n in sys.modules if n == "trainer" or n.startswith("trainer.")]
+    return _trainers_modules()
 
 
 def look_plain() -> None:
