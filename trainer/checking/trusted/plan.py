@@ -145,6 +145,9 @@ class Plan:
     # count_include_pad, a p), where the reference takes them: calls in a row alternate
     # them with state_runs, as training alternates layers of one shape.
     sibling_runs: tuple[Run, ...] = ()
+    # Fresh values of the first case, one set per call alive in one graph: no table of
+    # recent calls, of any size, finds a call's values in another call's slot.
+    live_runs: tuple[Run, ...] = ()
     # Values across each tensor's domain on a log scale, upstream gradients from
     # 1e-3 to 1e3: every case, in both dtypes; then the structured values of
     # ``structured`` (offsets, zeros, bounds; ties where every output is a float).
@@ -292,6 +295,7 @@ def evaluate_reference(exercise: Exercise, args: Sequence[object]) -> tuple[torc
 
 
 STATE_VALUE_SETS = 6
+LIVE_CALLS = 100  # calls alive in one graph at once, as a deep network's layers are
 
 
 def _case_values(exercise: Exercise, case: Case, generator: torch.Generator) -> list[object]:
@@ -312,22 +316,7 @@ def _case_values(exercise: Exercise, case: Case, generator: torch.Generator) -> 
 
 def build_plan(exercise: Exercise, seed: int) -> Plan:
     generator = torch.Generator().manual_seed(seed)
-    runs: list[Run] = []
-    for case in exercise.cases:
-        base = _case_values(exercise, case, generator)
-        # The float64 run is the truth for the float32 one: same inputs, same upstream,
-        # and the float32 comparison forgives twice torch's own float32 error (a long
-        # sum in float32 is only so exact, whoever computes it).
-        wide = _run(exercise, case, torch.float64, _cast(base, torch.float64), generator)
-        narrow = _run(
-            exercise, case, torch.float32, _cast(base, torch.float32), generator, wide.upstream
-        )
-        # A large case is there to catch code that depends on size: once, in float32,
-        # is enough (its float64 run only serves as the truth).
-        large = elements(base) > SMALL
-        runs += [_with_slack(exercise, narrow, generator, truth=wide)] + (
-            [] if large else [_with_layer_grads(exercise, wide)]
-        )
+    runs = [run for case in exercise.cases for run in _case_runs(exercise, case, generator)]
     kink_runs = tuple(
         k for run in runs if run.numel <= SMALL for k in _kink_run(exercise, run, generator)
     )
@@ -344,6 +333,14 @@ def build_plan(exercise: Exercise, seed: int) -> Plan:
     domain_runs += tuple(
         r for case in structured_cases for r in _structured_runs(exercise, case, generator)
     )
+    if elementwise:
+        # Draws of their own, so that every run above stays as it was.
+        apart = torch.Generator().manual_seed((seed * 7919 + 1) % 2**63)
+        domain_runs += tuple(
+            replace(r, note="a rank no case has")
+            for r in _case_runs(exercise, _unseen_rank(exercise, apart), apart)
+        )
+        domain_runs += tuple(_grid_runs(exercise, apart))
     tie_runs = _tie_runs(exercise, small, generator)
     indices = any(not o.is_floating_point() for o in runs[0].expected_outputs)
     if not indices:
@@ -360,6 +357,17 @@ def build_plan(exercise: Exercise, seed: int) -> Plan:
         for _ in range(STATE_VALUE_SETS)
     )
     sibling_runs = _sibling_runs(exercise, generator)  # last: the runs above stay as they were
+    live = torch.Generator().manual_seed((seed * 7919 + 2) % 2**63)  # draws of their own
+    live_runs = tuple(
+        _run(
+            exercise,
+            state_case,
+            torch.float64,
+            tuple(_case_values(exercise, state_case, live)),
+            live,
+        )
+        for _ in range(LIVE_CALLS)
+    )
     return Plan(
         elementwise=elementwise,
         picture_run=_picture_run(exercise, generator) if elementwise else None,
@@ -367,12 +375,86 @@ def build_plan(exercise: Exercise, seed: int) -> Plan:
         kink_runs=kink_runs,
         state_runs=state_runs,
         sibling_runs=sibling_runs,
+        live_runs=live_runs,
         domain_runs=domain_runs,
         tie_runs=tie_runs,
         stability_runs=tuple(
             _stability_run(exercise, index, generator) for index in range(len(exercise.stability))
         ),
     )
+
+
+def _case_runs(exercise: Exercise, case: Case, generator: torch.Generator) -> list[Run]:
+    """The case's runs: float32, and float64 unless the case is large."""
+    base = _case_values(exercise, case, generator)
+    # The float64 run is the truth for the float32 one: same inputs, same upstream,
+    # and the float32 comparison forgives twice torch's own float32 error (a long
+    # sum in float32 is only so exact, whoever computes it).
+    wide = _run(exercise, case, torch.float64, _cast(base, torch.float64), generator)
+    narrow = _run(
+        exercise, case, torch.float32, _cast(base, torch.float32), generator, wide.upstream
+    )
+    # A large case is there to catch code that depends on size: once, in float32,
+    # is enough (its float64 run only serves as the truth).
+    large = elements(base) > SMALL
+    return [_with_slack(exercise, narrow, generator, truth=wide)] + (
+        [] if large else [_with_layer_grads(exercise, wide)]
+    )
+
+
+def _unseen_rank(exercise: Exercise, generator: torch.Generator) -> Case:
+    """An element-wise op takes a tensor of any shape: the first case with its tensors of
+    the output's shape made of a rank no case has, sizes drawn. (Not 0-dim: a right
+    backward that loops over rows or vmaps over the first dimension is right for every
+    tensor a network hands it.)"""
+    first = exercise.cases[0]
+    tensors = [p.name for p in exercise.parameters if isinstance(p, TensorParam)]
+    shape = next(
+        first.values[p.name]
+        for p in exercise.parameters
+        if isinstance(p, TensorParam) and p.requires_grad
+    )
+    ranks = [len(v) for c in exercise.cases for v in c.values.values() if isinstance(v, tuple)]
+    unseen = tuple(int(n) for n in torch.randint(2, 4, (1 + max(ranks),), generator=generator))
+    return Case(
+        {
+            name: unseen if name in tensors and value == shape else value
+            for name, value in first.values.items()
+        }
+    )
+
+
+GRID_POINTS = 101
+
+
+def _grid_runs(exercise: Exercise, generator: torch.Generator) -> list[Run]:
+    """The first case's scalars with every float tensor evenly spaced over [low, high] (off
+    the kinks): the inputs one plots a slope on, in both dtypes."""
+    case = exercise.cases[0]
+    scalars = {
+        p.name: case.values[p.name] for p in exercise.parameters if isinstance(p, ScalarParam)
+    }
+    values: dict[str, CaseValue] = {}
+    base: list[object] = []
+    for param in exercise.parameters:
+        if isinstance(param, TensorParam):
+            values[param.name] = (GRID_POINTS,)
+            if param.is_float:
+                grid = torch.linspace(param.low, param.high, GRID_POINTS, dtype=torch.float64)
+                base.append(_off_kinks(param, grid, scalars))
+            else:
+                base.append(
+                    make_tensor(param, (GRID_POINTS,), {}, generator, int_high(param, case))
+                )
+        else:
+            values[param.name] = case.values[param.name]
+            base.append(case.values[param.name])
+    grid_case = Case(values=values)
+    runs = [
+        _finite_structured(exercise, grid_case, dtype, base, generator, "evenly spaced values")
+        for dtype in DTYPES
+    ]
+    return [r for r in runs if r is not None]
 
 
 SIBLINGS = 4  # the most sibling runs a plan holds

@@ -22,8 +22,8 @@ import torch
 from trainer.checking import protocol
 from trainer.checking.trusted.compare import compare_tensor
 from trainer.checking.trusted.diagnosis import NamedMistake, named
-from trainer.checking.trusted.plan import SMALL, Run, differentiable, evaluate_reference
-from trainer.checking.trusted.proxy import LearnerFault
+from trainer.checking.trusted.plan import LIVE_CALLS, SMALL, Run, differentiable, evaluate_reference
+from trainer.checking.trusted.proxy import LearnerFault, LearnerProcessEnded
 from trainer.checking.trusted.stages import FAIL, PASS, Checked, Failure, StageOutcome
 from trainer.checking.vjp import vector_jacobian
 from trainer.spec import TensorParam
@@ -248,7 +248,7 @@ def _one_graph_same_shape(checked: Checked, run: Run) -> Failure | None:
     )
 
 
-LIVE_CALLS = 16  # calls alive in one graph at once, as a network's layers are
+LIVE_SHAPED = 16  # of those calls, the most taken from runs of other shapes and arguments
 
 
 def _many_in_one_graph(checked: Checked, run: Run) -> Failure | None:
@@ -258,10 +258,26 @@ def _many_in_one_graph(checked: Checked, run: Run) -> Failure | None:
     table of two)."""
     small = [r for r in checked.plan.runs if r.dtype == torch.float64 and r.numel <= SMALL]
     pool = [*checked.plan.state_runs, *small, *checked.plan.sibling_runs]
-    calls = list({id(r): r for r in pool}.values())[:LIVE_CALLS]
+    # Every call with values of its own: other shapes and arguments first, then fresh
+    # values of the first case up to LIVE_CALLS.
+    shaped = list({id(r): r for r in pool}.values())[:LIVE_SHAPED]
+    calls = shaped + list(checked.plan.live_runs[: LIVE_CALLS - len(shaped)])
     if len(calls) < 3:
         return None
-    grads = _train(checked, "one_graph", [(r, r.upstream) for r in calls])
+    alive = (
+        f"with {len(calls)} calls alive in one graph (as a network's layers; one backward "
+        "pass for all)"
+    )
+    keep = "keep what backward needs on ctx, not in a table of recent calls, on the class or in a global"
+    try:
+        grads = _train(checked, "one_graph", [(r, r.upstream) for r in calls])
+    except LearnerFault as fault:
+        if fault.mistake or isinstance(fault, LearnerProcessEnded):
+            raise  # a mistake of its own (the callers' tensors changed), or no process left
+        # Every call on its own, and 500 in a row, ran before: only the calls alive
+        # together differ.
+        text = f"{alive}, {fault.message}, though each call on its own runs: {keep}"
+        return Failure(calls[0], text, fault.details, _state_mistake(text))
     for number, (call, got) in enumerate(zip(calls, grads, strict=True), start=1):
         wrong = _mismatch(call, got, call.expected_grads)
         if wrong is None:
@@ -275,12 +291,7 @@ def _many_in_one_graph(checked: Checked, run: Run) -> Failure | None:
                 "between calls)"
             )
             return Failure(call, text, [detail] if detail else [])
-        text = (
-            f"with {len(calls)} calls alive in one graph (as a network's layers; one "
-            f"backward pass for all), {summary} for call {number}, though each call on "
-            "its own is right: keep what backward needs on ctx, not in a table of recent "
-            "calls, on the class or in a global"
-        )
+        text = f"{alive}, {summary} for call {number}, though each call on its own is right: {keep}"
         return Failure(call, text, [detail] if detail else [], _state_mistake(text))
     return None
 
