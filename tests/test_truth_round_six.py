@@ -4,10 +4,11 @@ own words; each test names the guard it proves."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from tests.conftest import CATALOG
-from tests.test_truth import check, first_failure, service, sigmoid
+from tests.test_truth import check, first_failure, passes, service, sigmoid
 
 __all__ = ["service"]  # the fixture, shared with test_truth
 
@@ -116,3 +117,77 @@ def test_a_backward_reading_a_table_of_the_last_33_outputs_fails_many_calls_in_o
     assert stage == "state"
     assert "calls alive in one graph" in message
     assert mistake == "state_outside_ctx"
+
+
+@pytest.mark.parametrize(
+    ("state", "count"),
+    [
+        pytest.param("_seen = {'backward': 0}", "_seen['backward'] += 1", id="a dict's entry"),
+        pytest.param("", "MySigmoid.steps = getattr(MySigmoid, 'steps', 0) + 1", id="on the class"),
+        pytest.param(
+            "class _Run:\n    step = 0",
+            "_Run.step += 1",
+            id="on a class of the file's own",
+        ),
+    ],
+)
+def test_a_backward_that_goes_wrong_after_many_calls_fails_whatever_the_count(
+    service, tmp_path, state, count
+):
+    """Wrong after a million calls: no number of calls the checker makes reaches it, but
+    the counter, moved a billion calls ahead, does. Remove ``_far_ahead`` from the
+    scenarios and this passes."""
+    reads = count.split(" ")[0].replace("getattr(MySigmoid, 'steps', 0)", "MySigmoid.steps")
+    source = f"""
+import torch
+
+{state}
+
+
+class MySigmoid(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        y = torch.sigmoid(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        {count}
+        (y,) = ctx.saved_tensors
+        late = {reads} > 1_000_000
+        return grad_output * y * (1 - y) * (0.5 if late else 1.0)
+"""
+    stage, message, mistake = first_failure(check(service, tmp_path, "sigmoid", source))
+    assert stage == "state"
+    assert "moved a billion calls ahead" in message and mistake == "state_outside_ctx"
+
+
+def test_a_backward_that_counts_its_calls_or_keeps_a_ring_of_them_passes(service, tmp_path):
+    """Counters that do not change the gradient: a call count for a log, and the index
+    of a ring of the last eight inputs, which raises when moved out of the ring (no
+    training run puts it there: nothing is compared then)."""
+    source = """
+        import torch
+
+        calls = [0]
+        ring = [None] * 8
+        at = {"next": 0}
+
+
+        class MySigmoid(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                y = torch.sigmoid(x)
+                ring[at["next"]] = x.detach()
+                at["next"] = (at["next"] + 1) % len(ring)
+                ctx.save_for_backward(y)
+                return y
+
+            @staticmethod
+            def backward(ctx, grad_output):
+                calls[0] += 1
+                (y,) = ctx.saved_tensors
+                return grad_output * y * (1 - y)
+    """
+    passes(check(service, tmp_path, "sigmoid", source))

@@ -260,6 +260,7 @@ class TrainReply(Reply):
     grads: object = value()
     stacked: object = value()  # one tensor per input, a first dimension of calls
     calls: int | None = None
+    moved: list[str] = field(default_factory=list)  # ``later``: the counters moved ahead
 
 
 @dataclass

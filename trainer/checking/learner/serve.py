@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from trainer.checking import protocol, transport
-from trainer.checking.learner import api_calls, derivation, guard
+from trainer.checking.learner import api_calls, counters, derivation, guard
 from trainer.checking.learner.answers import Answer, find_answer, fresh_copy
 from trainer.checking.learner.derivation import DerivationWatch
 from trainer.checking.learner.derivation import explain as explain_derivation
@@ -56,6 +56,7 @@ class _Server:
         self.source = source
         self.path = path
         self.answer: Answer | None = None  # what the file defines, once loaded
+        self.module: types.ModuleType | None = None  # the file, once loaded
         # handle -> (outputs, ctx, forward's arguments)
         self.handles: dict[int, tuple[object, Any, list[Any]]] = {}
         self.next_handle = 0
@@ -118,6 +119,7 @@ class _Server:
                 module = import_source(self.source, self.path)
             self.answer = find_answer(module, self.exercise, self.path)
             self.answer.watch_with(self.watch)
+            self.module = module
         except LearnerProblem as problem:
             reply.problem = protocol.LearnerError(problem.message, problem.details)
         else:
@@ -199,6 +201,8 @@ class _Server:
             for item in request.sets
         ]
         order = request.order if request.order is not None else list(range(len(sets)))
+        if request.scenario == "later":
+            return self._later(answer, sets[0])
         try:
             with self.watch.counted() as own_pass:
                 result = _train(
@@ -223,6 +227,43 @@ class _Server:
         if stacked is not None:
             return protocol.TrainReply(stacked=stacked, calls=len(result))
         return protocol.TrainReply(grads=result)
+
+    def _later(self, answer: Answer, call: tuple[list[Any], list[Any]]) -> protocol.TrainReply:
+        """One call, then the counters it moved (see :mod:`counters`) moved a billion
+        calls ahead and one more call: its gradients, and where the counters are. No
+        counter moved: no gradients. Where the learner's code fails only with its
+        counters that far ahead (a ring's index moved out of its ring raises), there is
+        nothing to compare: training never puts it there."""
+        args, upstream = call
+        classes = (answer.function_class,) if answer.function_class is not None else ()
+
+        def run(own_pass: Callable[[], None]) -> list[Any]:
+            fresh, leaves = _fresh(args)
+            loss = _loss(_outputs(answer, fresh), upstream)
+            own_pass()
+            return list(torch.autograd.grad(loss, leaves, allow_unused=True))
+
+        try:
+            with self.watch.counted() as own_pass:
+                before = counters.ints(self.module, classes)
+                run(own_pass)
+                far = counters.moved(before, counters.ints(self.module, classes))
+        except BaseException as error:  # the learner's code may raise anything
+            return protocol.TrainReply(error=learner_failure(error, self.path, "backward"))
+        if not far:
+            return protocol.TrainReply(grads=[])
+        try:
+            for counter, value in far:
+                counter.put(value)
+            with self.watch.counted() as own_pass:
+                grads = run(own_pass)
+        except BaseException:  # only that far ahead: no verdict (see above)
+            return protocol.TrainReply(grads=[])
+        finally:
+            for counter, _ in far:
+                with contextlib.suppress(BaseException):  # a container the file froze
+                    counter.put(counter.value)
+        return protocol.TrainReply(grads=[grads], moved=[c.name for c, _ in far])
 
     def by_hand(self, request: protocol.ByHand) -> protocol.ByHandReply:
         """One more forward and backward as autograd's engine runs them, and one backward

@@ -167,6 +167,31 @@ def _wrong_on_its_own(checked: Checked, run: Run) -> bool:
     return _mismatch(run, alone, run.expected_grads) is not None
 
 
+def _far_ahead(checked: Checked, run: Run) -> Failure | None:
+    """One call, then the ints it moved in the file (its call counters) moved a billion
+    calls ahead, as a long training run leaves them, and one more call: a backward that
+    changes after N calls fails for any N, not only below the calls made here."""
+    first = (repeat_pool(checked) or [run])[0]
+    request = protocol.Train(scenario="later", sets=[_call(first, first.upstream)])
+    reply = checked.sandbox.answer(request)
+    grads = reply.grads
+    if not isinstance(grads, list) or not all(isinstance(g, list | tuple) for g in grads):
+        raise LearnerFault("the gradients of these calls could not be read")
+    if not grads:
+        return None  # no counter, or none the learner's code survives being moved
+    wrong = _mismatch(first, grads[0], first.expected_grads)
+    if wrong is None:
+        return None
+    summary, detail = wrong
+    names = ", ".join(f"`{name}`" for name in reply.moved[:3])
+    text = (
+        f"with the counters your file keeps ({names}) moved a billion calls ahead, as a "
+        f"long training run leaves them, {summary}: the gradient must not depend on how "
+        "many calls came before"
+    )
+    return Failure(first, text, [detail] if detail else [], _state_mistake(text))
+
+
 def _wrong_calls(
     runs: Sequence[Run], order: Sequence[int], grads: list[list[torch.Tensor | None]]
 ) -> list[int]:
@@ -567,6 +592,13 @@ _SCENARIOS: tuple[tuple[Callable[[Checked, Run], Failure | None], str, str], ...
         "or None after ctx.set_materialize_grads(False))",
         "missing_upstream",
     ),
+    # Last: what the call a billion calls ahead leaves in the file's tables (an entry
+    # under a far key) stays out of the other scenarios.
+    (
+        _far_ahead,
+        "with the counters your file keeps moved a billion calls ahead",
+        "state_outside_ctx",
+    ),
 )
 
 
@@ -587,8 +619,8 @@ def training_calls_stage(checked: Checked) -> StageOutcome:
         f"{REPEATED_CALLS} calls in a row with fresh values, two calls in one graph (of "
         f"other shapes and of the same shape) and up to {LIVE_CALLS}, a parameter shared "
         "by two calls, a retained "
-        "graph, accumulated gradients and tensors updated in place between steps all give "
-        "the reference gradients"
+        "graph, accumulated gradients, tensors updated in place between steps and the "
+        "file's call counters moved a billion calls ahead all give the reference gradients"
         + (", and so do losses that use some outputs only" if checked.exercise.outputs > 1 else "")
     )
     if failure is None:
