@@ -295,7 +295,7 @@ def evaluate_reference(exercise: Exercise, args: Sequence[object]) -> tuple[torc
 
 
 STATE_VALUE_SETS = 6
-LIVE_CALLS = 100  # calls alive in one graph at once, as a deep network's layers are
+LIVE_CALLS = 64  # calls alive in one graph at once, as a deep network's layers are
 
 
 def _case_values(exercise: Exercise, case: Case, generator: torch.Generator) -> list[object]:
@@ -345,29 +345,10 @@ def build_plan(exercise: Exercise, seed: int) -> Plan:
     indices = any(not o.is_floating_point() for o in runs[0].expected_outputs)
     if not indices:
         domain_runs, tie_runs = domain_runs + tie_runs, ()
-    state_case = exercise.cases[0]
-    state_runs = tuple(
-        _run(
-            exercise,
-            state_case,
-            torch.float64,
-            tuple(_case_values(exercise, state_case, generator)),
-            generator,
-        )
-        for _ in range(STATE_VALUE_SETS)
-    )
+    state_runs = _first_case_runs(exercise, STATE_VALUE_SETS, generator)
     sibling_runs = _sibling_runs(exercise, generator)  # last: the runs above stay as they were
     live = torch.Generator().manual_seed((seed * 7919 + 2) % 2**63)  # draws of their own
-    live_runs = tuple(
-        _run(
-            exercise,
-            state_case,
-            torch.float64,
-            tuple(_case_values(exercise, state_case, live)),
-            live,
-        )
-        for _ in range(LIVE_CALLS)
-    )
+    live_runs = _first_case_runs(exercise, LIVE_CALLS, live)
     return Plan(
         elementwise=elementwise,
         picture_run=_picture_run(exercise, generator) if elementwise else None,
@@ -381,6 +362,17 @@ def build_plan(exercise: Exercise, seed: int) -> Plan:
         stability_runs=tuple(
             _stability_run(exercise, index, generator) for index in range(len(exercise.stability))
         ),
+    )
+
+
+def _first_case_runs(exercise: Exercise, count: int, generator: torch.Generator) -> tuple[Run, ...]:
+    """``count`` float64 runs of the first case, each with fresh values."""
+    case = exercise.cases[0]
+    return tuple(
+        _run(
+            exercise, case, torch.float64, tuple(_case_values(exercise, case, generator)), generator
+        )
+        for _ in range(count)
     )
 
 
