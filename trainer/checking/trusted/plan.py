@@ -420,30 +420,11 @@ GRID_POINTS = 101
 
 
 def _grid_runs(exercise: Exercise, generator: torch.Generator) -> list[Run]:
-    """The first case's scalars with every float tensor evenly spaced over [low, high] (off
-    the kinks): the inputs one plots a slope on, in both dtypes."""
-    case = exercise.cases[0]
-    scalars = {
-        p.name: case.values[p.name] for p in exercise.parameters if isinstance(p, ScalarParam)
-    }
-    values: dict[str, CaseValue] = {}
-    base: list[object] = []
-    for param in exercise.parameters:
-        if isinstance(param, TensorParam):
-            values[param.name] = (GRID_POINTS,)
-            if param.is_float:
-                grid = torch.linspace(param.low, param.high, GRID_POINTS, dtype=torch.float64)
-                base.append(_off_kinks(param, grid, scalars))
-            else:
-                base.append(
-                    make_tensor(param, (GRID_POINTS,), {}, generator, int_high(param, case))
-                )
-        else:
-            values[param.name] = case.values[param.name]
-            base.append(case.values[param.name])
-    grid_case = Case(values=values)
+    """Every float tensor evenly spaced over [low, high], off the kinks: the inputs one
+    plots a slope on, in both dtypes."""
+    case, base = _evenly_spaced(exercise, GRID_POINTS, generator, off_kinks=True)
     runs = [
-        _finite_structured(exercise, grid_case, dtype, base, generator, "evenly spaced values")
+        _finite_structured(exercise, case, dtype, base, generator, "evenly spaced values")
         for dtype in DTYPES
     ]
     return [r for r in runs if r is not None]
@@ -499,24 +480,33 @@ PICTURE_POINTS = 241
 
 def _picture_run(exercise: Exercise, generator: torch.Generator) -> Run:
     """The first case's arguments with every float tensor evenly spaced over [low, high]."""
+    case, args = _evenly_spaced(exercise, PICTURE_POINTS, generator)
+    return _run(exercise, case, torch.float64, tuple(args), generator)
+
+
+def _evenly_spaced(
+    exercise: Exercise, points: int, generator: torch.Generator, off_kinks: bool = False
+) -> tuple[Case, list[object]]:
+    """The first case's scalars, every float tensor ``points`` values evenly spaced over
+    [low, high] (moved off its kinks with ``off_kinks``), every int tensor drawn."""
     case = exercise.cases[0]
+    scalars = {
+        p.name: case.values[p.name] for p in exercise.parameters if isinstance(p, ScalarParam)
+    }
     args: list[object] = []
     values: dict[str, CaseValue] = {}
     for param in exercise.parameters:
         if isinstance(param, TensorParam):
-            values[param.name] = (PICTURE_POINTS,)
+            values[param.name] = (points,)
             if param.is_float:
-                args.append(
-                    torch.linspace(param.low, param.high, PICTURE_POINTS, dtype=torch.float64)
-                )
+                grid = torch.linspace(param.low, param.high, points, dtype=torch.float64)
+                args.append(_off_kinks(param, grid, scalars) if off_kinks else grid)
             else:
-                args.append(
-                    make_tensor(param, (PICTURE_POINTS,), {}, generator, int_high(param, case))
-                )
+                args.append(make_tensor(param, (points,), {}, generator, int_high(param, case)))
         else:
             values[param.name] = case.values[param.name]
             args.append(case.values[param.name])
-    return _run(exercise, Case(values=values), torch.float64, tuple(args), generator)
+    return Case(values=values), args
 
 
 def _is_elementwise(exercise: Exercise, run: Run) -> bool:

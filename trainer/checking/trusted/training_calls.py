@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import typing
 from collections.abc import Callable, Sequence
 
 import torch
@@ -119,7 +120,7 @@ def _repeated(checked: Checked, run: Run) -> Failure | None:
             f"in {elapsed:.2f} s, before its time was up"
         )
     order = order[: len(grads)]  # a slow backward makes fewer calls in its time budget
-    wrong_calls = _wrong_calls(runs, order, grads)
+    wrong_calls = _wrong_calls([runs[i] for i in order], grads)
     if not wrong_calls:
         return None
     call = wrong_calls[0]
@@ -192,43 +193,12 @@ def _far_ahead(checked: Checked, run: Run) -> Failure | None:
     return Failure(first, text, [detail] if detail else [], _state_mistake(text))
 
 
-def _wrong_calls(
-    runs: Sequence[Run], order: Sequence[int], grads: list[list[torch.Tensor | None]]
-) -> list[int]:
-    """The calls (counted from 1) whose gradients are wrong, compared all at once per
-    value set rather than one call at a time."""
+def _wrong_calls(calls: Sequence[Run], grads: list[list[torch.Tensor | None]]) -> list[int]:
+    """The calls (counted from 1, ``calls`` holding each call's run) whose gradients are
+    wrong, compared all at once per shape rather than one call at a time: each against
+    its own call's reference, by ``compare_tensor``'s elementwise rule (a NaN counts as
+    wrong here). A call whose gradients are missing or of another shape or dtype is wrong."""
     wrong: set[int] = set()
-    for index, run in enumerate(runs):
-        calls = [c for c, i in enumerate(order) if i == index]
-        for slot, name in enumerate(run.grad_names()):
-            expected = run.expected_grads[name].to(torch.float64)
-            got = [grads[c][slot] if slot < len(grads[c]) else None for c in calls]
-            usable = [
-                isinstance(g, torch.Tensor)
-                and g.shape == expected.shape
-                and g.dtype == run.expected_grads[name].dtype
-                for g in got
-            ]
-            wrong.update(c + 1 for c, ok in zip(calls, usable, strict=True) if not ok)
-            stacked = [g for g, ok in zip(got, usable, strict=True) if ok]
-            if not stacked:
-                continue
-            values = torch.stack([g.to(torch.float64) for g in stacked])  # type: ignore[union-attr]
-            allowed = run.tolerance.atol + run.tolerance.rtol * expected.abs()
-            error = (values - expected).abs()
-            bad = ~(error <= allowed)  # nan counts as wrong
-            bad_calls = bad.reshape(len(stacked), -1).any(dim=1).tolist()
-            usable_calls = [c for c, ok in zip(calls, usable, strict=True) if ok]
-            wrong.update(c + 1 for c, is_bad in zip(usable_calls, bad_calls, strict=True) if is_bad)
-    return sorted(wrong)
-
-
-def _wrong_in_one_graph(calls: Sequence[Run], grads: list[list[torch.Tensor | None]]) -> list[int]:
-    """The calls (counted from 1) that may be wrong, in order: the calls of one shape
-    are compared all at once, each gradient against its own call's reference (the
-    elementwise rule of ``compare_tensor``); a call whose gradients do not stack is
-    left to it."""
-    maybe: set[int] = set()
     groups: dict[tuple[object, ...], list[int]] = {}
     for index, (call, answer) in enumerate(zip(calls, grads, strict=True)):
         expected = [call.expected_grads[n] for n in call.grad_names()]
@@ -236,25 +206,26 @@ def _wrong_in_one_graph(calls: Sequence[Run], grads: list[list[torch.Tensor | No
             isinstance(g, torch.Tensor) and g.shape == e.shape and g.dtype == e.dtype
             for g, e in zip(answer, expected, strict=False)
         ):
-            maybe.add(index + 1)
+            wrong.add(index + 1)
             continue
-        key = (tuple(call.grad_names()), tuple(e.shape for e in expected), call.tolerance)
+        key = (
+            tuple(call.grad_names()),
+            tuple((e.shape, e.dtype) for e in expected),
+            call.tolerance,
+        )
         groups.setdefault(key, []).append(index)
     for members in groups.values():
         first = calls[members[0]]
         tolerance = first.tolerance
         for slot, name in enumerate(first.grad_names()):
             want = torch.stack([calls[i].expected_grads[name].to(torch.float64) for i in members])
-            got = torch.stack([_tensor(grads[i][slot]).to(torch.float64) for i in members])
-            bad = ~((got - want).abs() <= tolerance.atol + tolerance.rtol * want.abs())
+            got = torch.stack([typing.cast(torch.Tensor, grads[i][slot]) for i in members])
+            bad = ~(
+                (got.to(torch.float64) - want).abs() <= tolerance.atol + tolerance.rtol * want.abs()
+            )
             rows = bad.reshape(len(members), -1).any(dim=1).tolist()
-            maybe.update(i + 1 for i, is_bad in zip(members, rows, strict=True) if is_bad)
-    return sorted(maybe)
-
-
-def _tensor(value: torch.Tensor | None) -> torch.Tensor:
-    assert value is not None  # checked by the caller
-    return value
+            wrong.update(i + 1 for i, is_bad in zip(members, rows, strict=True) if is_bad)
+    return sorted(wrong)
 
 
 def _one_graph(checked: Checked, run: Run) -> Failure | None:
@@ -339,7 +310,7 @@ def _many_in_one_graph(checked: Checked, run: Run) -> Failure | None:
         return Failure(calls[0], text, fault.details, _state_mistake(text))
     if len(grads) != len(calls):
         raise LearnerFault("the gradients of these calls could not be read")
-    for number in _wrong_in_one_graph(calls, grads):
+    for number in _wrong_calls(calls, grads):  # then each alone, for its words
         call, got = calls[number - 1], grads[number - 1]
         wrong = _mismatch(call, got, call.expected_grads)
         if wrong is None:
